@@ -1,0 +1,171 @@
+"""Run the figure notebooks as a batch with Papermill.
+
+Every notebook in ``notebooks/`` has a cell tagged ``parameters`` that holds the
+quick profile, e.g.::
+
+    profile = "quick"            # quick | cpu | full
+    figures_dir = "../figures"
+
+``run_notebooks`` executes each notebook with ``profile`` and an absolute
+``figures_dir`` injected, writes the executed copy to ``out_dir`` and keeps going
+when one fails; at the end it raises a RuntimeError naming every failure, so the
+``paper-repro notebooks run`` command exits non-zero.
+
+The kernel is ``python3``. In a virtual environment jupyter_client resolves it to
+the interpreter running this code (ipykernel's own kernelspec says ``python``,
+which jupyter_client replaces by ``sys.executable``), so the notebooks see the
+same packages as the caller.
+"""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+PROFILES = ("quick", "cpu", "full")
+REPO_ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+
+
+def list_notebooks(notebooks_dir=NOTEBOOKS_DIR):
+    """The notebooks in ``notebooks_dir``, sorted by name (checkpoints excluded)."""
+    notebooks_dir = Path(notebooks_dir)
+    if not notebooks_dir.is_dir():
+        raise ValueError(f"notebooks_dir {str(notebooks_dir)!r} is not a directory")
+    return sorted(p for p in notebooks_dir.glob("*.ipynb") if not p.name.startswith("."))
+
+
+def select_notebooks(paths, only=None):
+    """Filter ``paths`` by ``only``: a name or a list of names, each matching a
+    notebook's stem exactly or as a substring. An unmatched name is a ValueError."""
+    if only is None:
+        return list(paths)
+    names = [only] if isinstance(only, str) else list(only)
+    chosen = []
+    for name in names:
+        stem = Path(name).stem if name.endswith(".ipynb") else name
+        exact = [p for p in paths if p.stem == stem]
+        matches = exact or [p for p in paths if stem in p.stem]
+        if not matches:
+            available = ", ".join(p.stem for p in paths) or "(none)"
+            raise ValueError(f"unknown notebook {name!r}; available notebooks: {available}")
+        chosen += [p for p in matches if p not in chosen]
+    return sorted(chosen)
+
+
+def run_notebooks(profile="quick", only=None, out_dir="out/notebooks", figures_dir="figures",
+                  timeout=None, notebooks_dir=NOTEBOOKS_DIR):
+    """Execute the notebooks with Papermill.
+
+    profile: 'quick' | 'cpu' | 'full', injected as the notebook parameter ``profile``.
+    only: a notebook name (stem or substring) or a list of them; None runs all.
+    out_dir: where the executed copies go (same file names).
+    figures_dir: injected as an absolute path; notebooks save their figures there.
+    timeout: per-cell execution timeout in seconds (None: no limit).
+    notebooks_dir: where the ``*.ipynb`` files are (default: the repo's notebooks/).
+
+    Relative ``out_dir`` / ``figures_dir`` are taken from the current directory.
+    Returns a list of (name, seconds, status) with status 'ok' or 'failed'.
+    Raises RuntimeError after the last notebook if any failed.
+    """
+    import papermill as pm  # imported here: `paper-repro --help` stays fast
+
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+    paths = select_notebooks(list_notebooks(notebooks_dir), only)
+    if not paths:
+        print(f"no notebooks found in {notebooks_dir}", file=sys.stderr)
+        return []
+    out_dir, figures_dir = Path(out_dir).resolve(), Path(figures_dir).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figures_dir.mkdir(parents=True, exist_ok=True)
+    params = {"profile": profile, "figures_dir": str(figures_dir)}
+
+    results, failures = [], []
+    bar = tqdm(paths, desc=f"notebooks ({profile})", unit="nb")
+    for path in bar:
+        bar.set_postfix_str(path.stem)
+        out_path = out_dir / path.name
+        t0 = time.perf_counter()
+        try:
+            pm.execute_notebook(str(path), str(out_path), parameters=params,
+                                kernel_name="python3", cwd=str(path.parent),
+                                progress_bar=False, execution_timeout=timeout)
+            status = "ok"
+        except Exception as e:  # one bad notebook must not stop the batch
+            status = "failed"
+            reason = getattr(e, "ename", type(e).__name__)
+            lines = str(getattr(e, "evalue", e)).strip().splitlines()
+            evalue = lines[0] if lines else ""
+            failures.append(f"{path.stem}: {reason}: {evalue} (executed copy: {out_path})")
+            tqdm.write(f"FAILED {path.stem}: {reason}: {evalue}", file=sys.stderr)
+        results.append((path.stem, time.perf_counter() - t0, status))
+    bar.close()
+
+    if failures:
+        err = RuntimeError(f"{len(failures)} of {len(paths)} notebooks failed:\n  "
+                           + "\n  ".join(failures))
+        err.results = results
+        raise err
+    return results
+
+
+def _print_summary(results):
+    for name, seconds, status in results:
+        print(f"{name:<40} {seconds:8.1f} s  {status}")
+
+
+def _cmd_run(args):
+    """Handler of ``notebooks run``. ValueError propagates (the CLI maps it to exit 2)."""
+    try:
+        results = run_notebooks(profile=args.profile, only=args.only, out_dir=args.out,
+                                figures_dir=args.figures, timeout=args.timeout,
+                                notebooks_dir=args.notebooks_dir)
+    except RuntimeError as e:
+        _print_summary(getattr(e, "results", []))
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    _print_summary(results)
+    return 0
+
+
+def add_cli(subparsers):
+    """Register ``notebooks run [--profile P] [--only NAME] [--out DIR] [--figures DIR]``
+    on an argparse subparsers object; the handler is stored as ``args.func(args) -> int``."""
+    nb = subparsers.add_parser("notebooks", help="run the figure notebooks with Papermill")
+    nb_sub = nb.add_subparsers(dest="notebooks_command", metavar="{run}")
+    nb_sub.required = True
+    run = nb_sub.add_parser("run", help="execute notebooks/*.ipynb, writing figures/")
+    run.add_argument("--profile", default="quick", choices=PROFILES,
+                     help="quick: CPU minutes (default); cpu: longer CPU runs; full: paper scale, GPU")
+    run.add_argument("--only", action="append", metavar="NAME",
+                     help="run only notebooks whose name is or contains NAME (repeatable)")
+    run.add_argument("--out", default="out/notebooks", metavar="DIR",
+                     help="where executed notebooks go (default: out/notebooks)")
+    run.add_argument("--figures", default="figures", metavar="DIR",
+                     help="where notebooks write figures (default: figures)")
+    run.add_argument("--timeout", type=float, default=None, metavar="S",
+                     help="per-cell timeout in seconds (default: none)")
+    run.add_argument("--notebooks-dir", default=str(NOTEBOOKS_DIR), metavar="DIR",
+                     help="directory holding the notebooks (default: the repo's notebooks/)")
+    run.set_defaults(func=_cmd_run)
+    return nb
+
+
+def main(argv=None):
+    """Stand-alone entry: ``python -m paper_repro.notebooks run --profile quick``."""
+    parser = argparse.ArgumentParser(prog="python -m paper_repro.notebooks")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_cli(sub)
+    args = parser.parse_args(["notebooks", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return args.func(args)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""The single-process training loop: any model x method x data set -> per-step records.
+
+``train(TrainConfig(...))`` returns a :class:`TrainResult` whose ``records`` is a tidy
+pandas DataFrame with one row per step: ``step``, ``examples`` (seen so far),
+``loss_0..loss_{M-1}`` (each local module's loss), ``final_loss`` (the net's own head,
+i.e. the last module's loss), ``eval_loss`` / ``eval_acc`` (every ``eval_every`` steps
+and at the end, NaN elsewhere) and ``wall_time`` (seconds since the start). A NaN or
+inf loss ends the run with ``status == "diverged"`` instead of raising.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from . import data as data_mod
+from . import methods, models
+
+OPTIMIZERS = ("adam", "sgd")
+
+
+@dataclass
+class TrainConfig:
+    model: str = "mlp"              # mlp | transformer | resnet18 | resnet34 | resnet50
+    method: str = "backprop"        # backprop | greedy | overlapping | chunked-K
+    dataset: str = "digits"         # digits | cifar10 | imagenet | text
+    data_dir: str | None = None
+    steps: int = 500
+    batch_size: int = 64
+    lr: float = 1e-3
+    optimizer: str = "adam"         # adam | sgd
+    momentum: float = 0.9           # sgd only
+    weight_decay: float = 0.0
+    seed: int = 0
+    eval_every: int = 100           # 0: evaluate only at the end
+    eval_examples: int | None = 2000
+    device: str = "cpu"
+    model_kwargs: dict = field(default_factory=dict)
+    data_kwargs: dict = field(default_factory=dict)
+    progress: bool = True
+
+    def validate(self) -> None:
+        for key in ("steps", "batch_size"):
+            value = getattr(self, key)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{key} must be a positive integer, got {value!r}")
+        if not isinstance(self.lr, (int, float)) or not self.lr > 0 or not math.isfinite(self.lr):
+            raise ValueError(f"lr must be a positive number, got {self.lr!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {self.optimizer!r}; valid: {', '.join(OPTIMIZERS)}")
+        if self.model not in models.MODELS:
+            raise ValueError(f"unknown model {self.model!r}; valid: {', '.join(models.MODELS)}")
+        if self.dataset not in data_mod.DATASETS:
+            raise ValueError(f"unknown dataset {self.dataset!r}; valid: {', '.join(data_mod.DATASETS)}")
+        if not isinstance(self.eval_every, int) or self.eval_every < 0:
+            raise ValueError(f"eval_every must be a non-negative integer, got {self.eval_every!r}")
+        methods.module_blocks(self.method, 2 ** 20)  # spec syntax; the K bound is checked on the net
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class TrainResult:
+    config: TrainConfig
+    records: pd.DataFrame
+    status: str                     # "finished" | "diverged"
+    learner: methods.Learner
+    data: data_mod.DataSet
+
+    def summary(self) -> dict:
+        last = self.records.iloc[-1]
+        evals = self.records.dropna(subset=["eval_loss"])
+        return {"model": self.config.model, "method": self.config.method, "dataset": self.config.dataset,
+                "status": self.status, "steps": int(last["step"]), "final_loss": float(last["final_loss"]),
+                "eval_loss": float(evals["eval_loss"].iloc[-1]) if len(evals) else float("nan"),
+                "eval_acc": float(evals["eval_acc"].iloc[-1]) if len(evals) else float("nan"),
+                "wall_time_s": float(last["wall_time"])}
+
+
+def load_data(cfg: TrainConfig) -> data_mod.DataSet:
+    return data_mod.load(cfg.dataset, cfg.data_dir, **cfg.data_kwargs)
+
+
+def build_model(cfg: TrainConfig, data: data_mod.DataSet) -> models.BlockNet:
+    """The model named in ``cfg``, with input and output sizes taken from ``data``."""
+    kw = dict(cfg.model_kwargs)
+    if cfg.model == "transformer":
+        if data.kind != "text":
+            raise ValueError(f"model 'transformer' needs a text dataset, got {cfg.dataset!r}")
+        return models.transformer_lm(vocab_size=data.num_classes, seq_len=data.seq_len, **kw)
+    if data.kind != "image":
+        raise ValueError(f"model {cfg.model!r} needs an image dataset, got {cfg.dataset!r}")
+    if cfg.model == "mlp":
+        kw.setdefault("in_dim", math.prod(data.input_shape))
+        if kw["in_dim"] != math.prod(data.input_shape):
+            raise ValueError(f"mlp in_dim={kw['in_dim']} does not match the images of {cfg.dataset!r} "
+                             f"(shape {tuple(data.input_shape)} = {math.prod(data.input_shape)} values)")
+        return models.mlp(num_classes=data.num_classes, **kw)
+    kw.setdefault("small_input", data.input_shape[-1] <= 64)
+    kw.setdefault("in_channels", data.input_shape[0])
+    return models.resnet(cfg.model, num_classes=data.num_classes, **kw)
+
+
+def build_learner(cfg: TrainConfig, data: data_mod.DataSet) -> methods.Learner:
+    torch.manual_seed(cfg.seed)
+    return methods.build(build_model(cfg, data), cfg.method).to(cfg.device)
+
+
+def make_optimizer(cfg: TrainConfig, params) -> torch.optim.Optimizer:
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+
+
+@torch.no_grad()
+def evaluate(net: models.BlockNet, data: data_mod.DataSet, split: str = "test",
+             max_examples: int | None = 2000, device: str = "cpu") -> tuple[float, float]:
+    """(mean loss, accuracy) of the net's own head on ``split`` (token accuracy for LMs)."""
+    was_training = net.training
+    net.eval()
+    total_loss, correct, count = 0.0, 0, 0
+    for x, y in data.eval_batches(split, max_examples=max_examples):
+        x, y = x.to(device), y.to(device)
+        logits = net(x)
+        n = y.numel()
+        total_loss += float(net.loss(logits, y)) * n
+        correct += int((logits.argmax(-1) == y).sum())
+        count += n
+    net.train(was_training)
+    return total_loss / max(count, 1), correct / max(count, 1)
+
+
+def train(cfg: TrainConfig, data: data_mod.DataSet | None = None,
+          callback: Callable[[int, methods.Learner, torch.Tensor, torch.Tensor], None] | None = None,
+          learner: methods.Learner | None = None) -> TrainResult:
+    """Train ``cfg`` for ``cfg.steps`` steps; ``callback(step, learner, x, y)`` runs before each update."""
+    cfg.validate()
+    data = data if data is not None else load_data(cfg)
+    learner = learner if learner is not None else build_learner(cfg, data)
+    learner.train()
+    opt = make_optimizer(cfg, learner.parameters())
+    gen = torch.Generator().manual_seed(cfg.seed)
+    batches = data.sampler("train", cfg.batch_size, gen)
+    rows, status, start = [], "finished", time.perf_counter()
+    bar = tqdm(range(1, cfg.steps + 1), desc=f"{cfg.model}/{cfg.method}", disable=not cfg.progress,
+               leave=False, mininterval=1.0)
+    for step in bar:
+        x, y = next(batches)
+        x, y = x.to(cfg.device), y.to(cfg.device)
+        if callback is not None:
+            callback(step, learner, x, y)
+        opt.zero_grad(set_to_none=True)
+        losses = learner.losses(x, y)
+        values = [float(v.detach()) for v in losses]
+        row = {"step": step, "examples": step * cfg.batch_size,
+               **{f"loss_{m}": v for m, v in enumerate(values)}, "final_loss": values[-1],
+               "eval_loss": math.nan, "eval_acc": math.nan}
+        if not all(math.isfinite(v) for v in values):
+            status = "diverged"
+        else:
+            sum(losses).backward()
+            opt.step()
+            if step == cfg.steps or (cfg.eval_every and step % cfg.eval_every == 0):
+                row["eval_loss"], row["eval_acc"] = evaluate(learner.net, data, "test", cfg.eval_examples,
+                                                             cfg.device)
+        row["wall_time"] = time.perf_counter() - start
+        rows.append(row)
+        if status == "diverged":
+            break
+        if step % 10 == 0:
+            bar.set_postfix(loss=f"{values[-1]:.3f}")
+    bar.close()
+    return TrainResult(cfg, pd.DataFrame(rows), status, learner, data)
+
+
+def compare_methods(cfg: TrainConfig, method_specs: list[str], data: data_mod.DataSet | None = None
+                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Train ``cfg`` once per method (same seed, same data order): (records with a
+    ``method`` column, one summary row per method)."""
+    data = data if data is not None else load_data(cfg)
+    records, summaries = [], []
+    for spec in tqdm(method_specs, desc="methods", disable=not cfg.progress):
+        result = train(dataclasses.replace(cfg, method=spec), data=data)
+        records.append(result.records.assign(method=spec))
+        summaries.append(result.summary())
+    return pd.concat(records, ignore_index=True), pd.DataFrame(summaries)
