@@ -29,6 +29,27 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 
 
+def check_parameters(values: dict, types: dict) -> None:
+    """Check a notebook's parameters (as Papermill injected them) against ``types``
+    (``{name: type or tuple of types}``); ``profile`` must also be a known profile.
+
+    Papermill passes ``-p steps abc`` as the string ``'abc'``: this turns such a mistake into
+    one clear ``ValueError`` naming the parameter, the value and the expected type, before
+    any training starts."""
+    for name, expected in types.items():
+        if name not in values:
+            raise ValueError(f"notebook parameter {name!r} is missing")
+        value = values[name]
+        expected = expected if isinstance(expected, tuple) else (expected,)
+        ok = isinstance(value, expected) and not (isinstance(value, bool) and bool not in expected)
+        if not ok:
+            names = " or ".join("None" if t is type(None) else t.__name__ for t in expected)
+            raise ValueError(f"notebook parameter {name}={value!r} has type {type(value).__name__}; "
+                             f"expected {names}")
+    if "profile" in values and values["profile"] not in PROFILES:
+        raise ValueError(f"unknown profile {values['profile']!r}; valid: {', '.join(PROFILES)}")
+
+
 def list_notebooks(notebooks_dir=NOTEBOOKS_DIR):
     """The notebooks in ``notebooks_dir``, sorted by name (checkpoints excluded)."""
     notebooks_dir = Path(notebooks_dir)

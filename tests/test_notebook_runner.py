@@ -119,3 +119,20 @@ def test_add_cli_registers_notebooks_run():
     with pytest.raises(SystemExit) as exc:
         parser.parse_args(["notebooks", "run", "--profile", "huge"])
     assert exc.value.code == 2
+
+
+def test_check_parameters_names_bad_values():
+    from paper_repro.notebooks import check_parameters
+
+    types = dict(profile=str, steps=int, data_dir=(str, type(None)))
+    check_parameters(dict(profile="quick", steps=3, data_dir=None), types)
+    with pytest.raises(ValueError, match=r"steps='abc' has type str; expected int"):
+        check_parameters(dict(profile="quick", steps="abc", data_dir=None), types)
+    with pytest.raises(ValueError, match="expected int"):
+        check_parameters(dict(profile="quick", steps=True, data_dir=None), types)
+    with pytest.raises(ValueError, match="expected str or None"):
+        check_parameters(dict(profile="quick", steps=1, data_dir=3), types)
+    with pytest.raises(ValueError, match="'paper'"):
+        check_parameters(dict(profile="paper", steps=1, data_dir=None), types)
+    with pytest.raises(ValueError, match="missing"):
+        check_parameters(dict(profile="quick"), types)

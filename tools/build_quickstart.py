@@ -31,7 +31,10 @@ import torch
 from IPython.display import display
 
 from paper_repro import plots, profiles, train
+from paper_repro.notebooks import check_parameters
 
+check_parameters(dict(profile=profile, figures_dir=figures_dir, data_dir=data_dir, seed=seed),
+                 dict(profile=str, figures_dir=str, data_dir=(str, type(None)), seed=int))
 torch.set_num_threads(1 if profile == "quick" else torch.get_num_threads())
 cfg = profiles.quickstart_config(profile, data_dir=data_dir, seed=seed)
 cfg.progress = False
