@@ -1,0 +1,135 @@
+"""The sweep store: atomic point files, resume, shards, divergence, workers, CLI."""
+import argparse
+import json
+import os
+
+import pandas as pd
+import pytest
+
+from paper_repro import sweep
+
+
+def tiny_grid(**over):
+    kw = dict(name="tiny", model="mlp", dataset="digits", model_kwargs=dict(depth=2, width=16),
+              methods=["backprop", "greedy"], batch_sizes=[8, 32], lrs=[1e-2], steps=6, eval_examples=50)
+    kw.update(over)
+    return sweep.Grid(**kw)
+
+
+def test_point_ids_are_stable_unique_and_ignore_where_data_lives():
+    pts = tiny_grid().points()
+    assert [p["point_id"] for p in pts] == [p["point_id"] for p in tiny_grid().points()]
+    assert len({p["point_id"] for p in pts}) == 4
+    assert pts[0]["point_id"].startswith("backprop-b8-lr0.01-s0-")
+    cfg = dict(pts[0]["config"])
+    assert sweep.point_id({**cfg, "data_dir": "/somewhere", "device": "cuda"}) == pts[0]["point_id"]
+    assert sweep.point_id({**cfg, "lr": 0.02}) != pts[0]["point_id"]
+
+
+def test_steps_follow_the_examples_budget():
+    g = tiny_grid(steps=100, examples=640, min_steps=10)
+    assert [g.steps_for(b) for b in (8, 32, 128)] == [80, 20, 10]
+
+
+@pytest.mark.parametrize("over, match", [(dict(batch_sizes=[8, 24]), "powers of 2"),
+                                         (dict(methods=["sideways"]), "unknown method"),
+                                         (dict(name="a/b"), "grid name"),
+                                         (dict(lrs=[]), "non-empty"),
+                                         (dict(seeds=[0, 0]), "repeated")])
+def test_bad_grids_are_clear_errors(over, match):
+    with pytest.raises(ValueError, match=match):
+        tiny_grid(**over).validate()
+
+
+def test_parse_shard():
+    assert sweep.parse_shard("2/8") == (2, 8)
+    for bad in ("8/8", "x", "1/0", "-1/3"):
+        with pytest.raises(ValueError, match="shard"):
+            sweep.parse_shard(bad)
+
+
+def test_run_resume_and_load(tmp_path):
+    root = tmp_path / "tiny"
+    rep = sweep.run_sweep(tiny_grid(), root, progress=False, threads=1)
+    assert len(rep.finished) == 4 and rep.skipped == 0 and not rep.failed
+    files = sorted((root / "points").glob("*.csv"))
+    assert len(files) == 4 and (root / "grid.json").is_file()
+    df = sweep.load_results(root)
+    assert set(df.point_id) == {f.stem for f in files}
+    assert (df.groupby("point_id").step.max() == 6).all()
+    assert set(df.status) == {"finished"} and df.total_flops_pe.gt(0).all()
+    per = df.groupby("method").critical_path_flops_pe.first()
+    assert per["greedy"] < per["backprop"]
+    # a killed sweep: one point missing, a stale temporary file left behind -> only that point reruns
+    mtimes = {f.name: f.stat().st_mtime_ns for f in files}
+    files[0].unlink()
+    (root / "points" / f".{files[0].name}.999.tmp").write_text("half a file")
+    rep = sweep.run_sweep(tiny_grid(), root, progress=False, threads=1)
+    assert rep.skipped == 3 and rep.finished == [files[0].stem]
+    assert all(f.stat().st_mtime_ns == mtimes[f.name] for f in files[1:])
+    assert len(sweep.load_results(root)) == len(df)  # nothing duplicated, the .tmp ignored
+    rep = sweep.run_sweep(tiny_grid(), root, progress=False)
+    assert rep.skipped == 4 and not rep.finished
+
+
+def test_shards_partition_the_grid(tmp_path):
+    g = tiny_grid()
+    done = []
+    for i in range(3):
+        rep = sweep.run_sweep(g, tmp_path / "s", shard=(i, 3), progress=False, threads=1)
+        done.append(set(rep.finished))
+    assert sum(map(len, done)) == 4 and set().union(*done) == {p["point_id"] for p in g.points()}
+
+
+def test_divergence_is_recorded_not_fatal(tmp_path):
+    g = tiny_grid(name="boom", methods=["backprop"], batch_sizes=[8], lrs=[1e12, 1e-2], optimizer="sgd", steps=30)
+    rep = sweep.run_sweep(g, tmp_path / "boom", progress=False, threads=1)
+    assert len(rep.diverged) == 1 and len(rep.finished) == 1
+    df = sweep.load_results(tmp_path / "boom")
+    bad = df[df.status == "diverged"]
+    assert bad.lr.unique().tolist() == [1e12] and bad.step.max() < 30
+
+
+def test_store_errors(tmp_path):
+    with pytest.raises(ValueError, match="does not exist"):
+        sweep.load_results(tmp_path / "nope")
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not a sweep results folder"):
+        sweep.load_results(tmp_path / "foreign")
+    with pytest.raises(ValueError, match="no grid.json"):
+        sweep.run_sweep(tiny_grid(), tmp_path / "foreign", progress=False)
+    sweep.open_store(tmp_path / "empty", tiny_grid())
+    with pytest.raises(ValueError, match="no finished points"):
+        sweep.load_results(tmp_path / "empty")
+    with pytest.raises(ValueError, match="different sweep grid.*lrs"):
+        sweep.open_store(tmp_path / "empty", tiny_grid(lrs=[0.5]))
+
+
+def test_parallel_workers_write_the_same_points(tmp_path):
+    g = tiny_grid(methods=["greedy"], steps=3)
+    rep = sweep.run_sweep(g, tmp_path / "par", workers=2, progress=False)
+    assert len(rep.finished) == 2 and not rep.failed
+    assert sweep.load_results(tmp_path / "par").groupby("point_id").step.max().tolist() == [3, 3]
+
+
+def test_cli_runs_a_grid_file(tmp_path, capsys):
+    grid_file = tmp_path / "g.json"
+    grid_file.write_text(json.dumps(tiny_grid(name="cli", methods=["greedy"], batch_sizes=[8]).to_dict()))
+    parser = argparse.ArgumentParser()
+    sweep.add_cli(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["sweep", "--grid", str(grid_file), "--results", str(tmp_path), "--no-progress",
+                              "--threads", "1"])
+    assert args.func(args) == 0
+    assert "1 finished" in capsys.readouterr().out
+    assert len(os.listdir(tmp_path / "cli" / "points")) == 1
+    for argv, match in ((["sweep"], "exactly one"), (["sweep", "mlp", "--shard", "3"], "shard")):
+        with pytest.raises(ValueError, match=match):
+            a = parser.parse_args(argv)
+            a.func(a)
+
+
+def test_missing_data_is_one_clear_error(tmp_path):
+    g = tiny_grid(name="nodata", dataset="cifar10")
+    with pytest.raises(ValueError, match="cifar10 needs a data directory"):
+        sweep.run_sweep(g, tmp_path / "nodata", progress=False)
