@@ -29,23 +29,35 @@ from .models import BlockNet
 METHODS = ("backprop", "greedy", "overlapping", "chunked-K")
 
 
-def module_blocks(spec: str, n_blocks: int) -> list[list[int]]:
-    """Block indices of each local module for ``spec`` on a net of ``n_blocks`` blocks."""
-    if spec == "backprop":
-        return [list(range(n_blocks))]
-    if spec == "greedy":
-        return [[i] for i in range(n_blocks)]
-    if spec == "overlapping":
-        if n_blocks < 2:
-            raise ValueError(f"method 'overlapping' needs at least 2 blocks, the net has {n_blocks}")
-        return [[k, k + 1] for k in range(n_blocks - 1)]
+def parse_spec(spec: str) -> tuple[str, int | None]:
+    """``"chunked-3"`` -> ``("chunked", 3)``, ``"greedy"`` -> ``("greedy", None)``.
+
+    Checks the syntax only (and ``K >= 1``); whether K fits a net is :func:`module_blocks`'s job."""
+    if spec in ("backprop", "greedy", "overlapping"):
+        return spec, None
     match = re.fullmatch(r"chunked-(-?\d+)", spec) if isinstance(spec, str) else None
     if match is None:
         raise ValueError(f"unknown method {spec!r}; valid: backprop, greedy, overlapping, chunked-K "
-                         f"(K an integer, 1 <= K <= {n_blocks})")
+                         f"(K a positive integer, at most the number of blocks)")
     k = int(match.group(1))
+    if k < 1:
+        raise ValueError(f"{spec}: K must be between 1 and the number of blocks, got {k}")
+    return "chunked", k
+
+
+def module_blocks(spec: str, n_blocks: int) -> list[list[int]]:
+    """Block indices of each local module for ``spec`` on a net of ``n_blocks`` blocks."""
+    name, k = parse_spec(spec)
+    if name == "backprop":
+        return [list(range(n_blocks))]
+    if name == "greedy":
+        return [[i] for i in range(n_blocks)]
+    if name == "overlapping":
+        if n_blocks < 2:
+            raise ValueError(f"method 'overlapping' needs at least 2 blocks, the net has {n_blocks}")
+        return [[k, k + 1] for k in range(n_blocks - 1)]
     if not 1 <= k <= n_blocks:
-        raise ValueError(f"chunked-{k}: K must be between 1 and the number of blocks ({n_blocks}), got {k}")
+        raise ValueError(f"{spec}: K must be between 1 and the number of blocks ({n_blocks}), got {k}")
     sizes = [n_blocks // k + (1 if i < n_blocks % k else 0) for i in range(k)]
     starts = [sum(sizes[:i]) for i in range(k)]
     return [list(range(s, s + size)) for s, size in zip(starts, sizes)]

@@ -10,6 +10,7 @@ stop-gradients go.
 """
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Callable
 
@@ -25,17 +26,19 @@ class BlockNet(nn.Module):
     """``forward(x) = head(blocks[-1](...blocks[0](x)))``: plain backprop inference.
 
     ``head_factory(i)`` returns a new auxiliary head for the output of block ``i``;
-    ``task`` is ``"classification"`` or ``"lm"`` (next-token prediction).
+    ``task`` is ``"classification"`` or ``"lm"`` (next-token prediction); ``expects``
+    describes the input the net takes, for error messages (e.g. ``"(N, 3, H, W) images"``).
     """
 
     def __init__(self, blocks: list[nn.Module], head_factory: Callable[[int], nn.Module],
-                 task: str = "classification", name: str = "net"):
+                 task: str = "classification", name: str = "net", expects: str = ""):
         super().__init__()
         self.blocks = nn.ModuleList(blocks)
         self.head_factory = head_factory
         self.head = head_factory(len(blocks) - 1)
         self.task = task
         self.name = name
+        self.expects = expects
 
     def make_head(self, i: int) -> nn.Module:
         if not 0 <= i < len(self.blocks):
@@ -73,7 +76,8 @@ def mlp(depth: int = 4, width: int = 256, in_dim: int = 64, num_classes: int = 1
         if layer_norm:
             layers.append(nn.LayerNorm(width))
         blocks.append(nn.Sequential(*layers))
-    return BlockNet(blocks, lambda i: nn.Linear(width, num_classes), name=f"mlp{depth}x{width}")
+    return BlockNet(blocks, lambda i: nn.Linear(width, num_classes), name=f"mlp{depth}x{width}",
+                    expects=f"(N, {in_dim}) inputs, or (N, ...) with {in_dim} values per example")
 
 
 # -------------------------------------------------------------------- Transformer
@@ -136,7 +140,8 @@ def transformer_lm(vocab_size: int = 256, d_model: int = 128, n_layers: int = 4,
         layer = TransformerLayer(d_model, n_heads)
         blocks.append(nn.Sequential(Embedding(vocab_size, d_model, seq_len), layer) if i == 0 else layer)
     net = BlockNet(blocks, lambda i: nn.Sequential(nn.LayerNorm(d_model), nn.Linear(d_model, vocab_size)),
-                   task="lm", name=f"transformer{n_layers}x{d_model}")
+                   task="lm", name=f"transformer{n_layers}x{d_model}",
+                   expects=f"(N, T) token ids with T <= {seq_len} and ids < {vocab_size}")
     net.apply(_gpt_init)
     return net
 
@@ -197,7 +202,8 @@ def resnet(name: str = "resnet18", num_classes: int = 10, small_input: bool = Tr
             blocks.append(block_cls(inplanes, planes, s, down))
             inplanes = planes * block_cls.expansion
             channels.append(inplanes)
-    net = BlockNet(blocks, lambda i: PoolHead(channels[i], num_classes), name=name)
+    net = BlockNet(blocks, lambda i: PoolHead(channels[i], num_classes), name=name,
+                   expects=f"(N, {in_channels}, H, W) images")
     for m in net.modules():  # torchvision's initialisation
         if isinstance(m, nn.Conv2d):
             nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
@@ -208,8 +214,25 @@ def resnet(name: str = "resnet18", num_classes: int = 10, small_input: bool = Tr
 
 
 # ------------------------------------------------------------------------ registry
+def builder_arguments(name: str) -> list[str]:
+    """The keyword arguments :func:`build` accepts for model ``name``."""
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r}; valid: {', '.join(MODELS)}")
+    fn = mlp if name == "mlp" else transformer_lm if name == "transformer" else resnet
+    return [p for p in inspect.signature(fn).parameters if p != "name"]
+
+
+def check_kwargs(name: str, kwargs: dict) -> None:
+    """A clear ValueError for keyword arguments model ``name`` does not take (not a TypeError)."""
+    unknown = sorted(set(kwargs) - set(builder_arguments(name)))
+    if unknown:
+        raise ValueError(f"unknown model_kwargs {', '.join(map(repr, unknown))} for model {name!r}; "
+                         f"valid: {', '.join(builder_arguments(name))}")
+
+
 def build(name: str, **kwargs) -> BlockNet:
     """Build a model by name: ``mlp``, ``transformer`` or ``resnet18/34/50``."""
+    check_kwargs(name, kwargs)
     if name == "mlp":
         return mlp(**kwargs)
     if name == "transformer":

@@ -10,6 +10,7 @@ inf loss ends the run with ``status == "diverged"`` instead of raising.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import time
 from dataclasses import dataclass, field
@@ -60,8 +61,20 @@ class TrainConfig:
             raise ValueError(f"unknown dataset {self.dataset!r}; valid: {', '.join(data_mod.DATASETS)}")
         if not isinstance(self.eval_every, int) or self.eval_every < 0:
             raise ValueError(f"eval_every must be a non-negative integer, got {self.eval_every!r}")
-        # spec syntax only (the K bound is checked on the net); a small n keeps greedy cheap to check
-        methods.module_blocks(self.method, 2 ** 20 if str(self.method).startswith("chunked-") else 2)
+        needs = data_mod.TEXT_DATASETS if self.model == "transformer" else data_mod.IMAGE_DATASETS
+        if self.dataset not in needs:
+            raise ValueError(f"model {self.model!r} needs {'a text' if self.model == 'transformer' else 'an image'} "
+                             f"dataset ({', '.join(needs)}), got {self.dataset!r}")
+        methods.parse_spec(self.method)  # syntax only: the K bound is checked on the net
+        for key in ("model_kwargs", "data_kwargs"):
+            if not isinstance(getattr(self, key), dict):
+                raise ValueError(f"{key} must be a dict, got {getattr(self, key)!r}")
+        models.check_kwargs(self.model, self.model_kwargs)
+        load_args = [p for p in inspect.signature(data_mod.load).parameters if p not in ("name", "data_dir")]
+        unknown = sorted(set(self.data_kwargs) - set(load_args))
+        if unknown:
+            raise ValueError(f"unknown data_kwargs {', '.join(map(repr, unknown))}; valid: {', '.join(load_args)}")
+        check_device(self.device)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -85,33 +98,89 @@ class TrainResult:
                 "wall_time_s": float(last["wall_time"])}
 
 
+def check_device(device) -> None:
+    """A clear ValueError for a device string torch does not know or this machine lacks."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"unknown device {device!r}; valid: cpu, cuda, cuda:N, mps") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} asked for, but CUDA is not available on this machine "
+                             "(torch.cuda.is_available() is False); use device 'cpu'")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"device {device!r} asked for, but this machine has {torch.cuda.device_count()} "
+                             f"CUDA device(s): cuda:0..cuda:{torch.cuda.device_count() - 1}")
+    elif dev.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise ValueError(f"device {device!r} asked for, but MPS is not available on this machine; use 'cpu'")
+    elif dev.type != "cpu":
+        raise ValueError(f"unsupported device {device!r}; valid: cpu, cuda, cuda:N, mps")
+
+
 def load_data(cfg: TrainConfig) -> data_mod.DataSet:
     return data_mod.load(cfg.dataset, cfg.data_dir, **cfg.data_kwargs)
 
 
 def build_model(cfg: TrainConfig, data: data_mod.DataSet) -> models.BlockNet:
-    """The model named in ``cfg``, with input and output sizes taken from ``data``."""
+    """The model named in ``cfg``, with input and output sizes taken from ``data``.
+
+    ``model_kwargs`` may repeat a size the data set fixes (``in_dim``, ``in_channels``,
+    ``num_classes``, ``vocab_size``, ``seq_len``) only with the data set's value."""
     kw = dict(cfg.model_kwargs)
+    models.check_kwargs(cfg.model, kw)
+    shape = tuple(data.input_shape)
     if cfg.model == "transformer":
         if data.kind != "text":
             raise ValueError(f"model 'transformer' needs a text dataset, got {cfg.dataset!r}")
-        return models.transformer_lm(vocab_size=data.num_classes, seq_len=data.seq_len, **kw)
-    if data.kind != "image":
-        raise ValueError(f"model {cfg.model!r} needs an image dataset, got {cfg.dataset!r}")
-    if cfg.model == "mlp":
-        kw.setdefault("in_dim", math.prod(data.input_shape))
-        if kw["in_dim"] != math.prod(data.input_shape):
-            raise ValueError(f"mlp in_dim={kw['in_dim']} does not match the images of {cfg.dataset!r} "
-                             f"(shape {tuple(data.input_shape)} = {math.prod(data.input_shape)} values)")
-        return models.mlp(num_classes=data.num_classes, **kw)
-    kw.setdefault("small_input", data.input_shape[-1] <= 64)
-    kw.setdefault("in_channels", data.input_shape[0])
-    return models.resnet(cfg.model, num_classes=data.num_classes, **kw)
+        fixed = {"vocab_size": (data.num_classes, "its vocabulary size"),
+                 "seq_len": (data.seq_len, "its window length; set that with data_kwargs {'seq_len': N}")}
+    else:
+        if data.kind != "image":
+            raise ValueError(f"model {cfg.model!r} needs an image dataset, got {cfg.dataset!r}")
+        fixed = {"num_classes": (data.num_classes, "its number of classes")}
+        if cfg.model == "mlp":
+            fixed["in_dim"] = (math.prod(shape), f"the values per image (shape {shape})")
+        else:
+            fixed["in_channels"] = (shape[0], f"the channels of its images (shape {shape})")
+            kw.setdefault("small_input", shape[-1] <= 64)
+    for key, (value, what) in fixed.items():
+        if key in kw and kw[key] != value:
+            raise ValueError(f"{cfg.model} {key}={kw[key]!r} does not match data set {cfg.dataset!r}: "
+                             f"{key} must be {value}, {what}")
+        kw[key] = value
+    return models.build(cfg.model, **kw)
+
+
+def check_fits(learner: methods.Learner, data: data_mod.DataSet, cfg: TrainConfig) -> None:
+    """Run two training examples through every local module (eval mode, no gradients, no
+    state change): a model that does not fit the data fails here, before any training, with
+    a ValueError naming the shape the model expects and the shape the data set gives."""
+    x, y = data.batch("train", torch.arange(min(2, data.num_examples("train"))))
+    was_training = learner.training
+    learner.eval()
+    try:
+        with torch.no_grad():
+            learner.losses(x.to(cfg.device), y.to(cfg.device))
+    except torch.OutOfMemoryError:
+        raise
+    except (RuntimeError, IndexError) as err:
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ValueError(f"model {learner.net.name} expects "
+                         f"{learner.net.expects or 'other input'}, but data set {cfg.dataset!r} gives "
+                         f"examples of shape {tuple(data.input_shape)} (a batch: {tuple(x.shape)}, "
+                         f"{str(x.dtype).replace('torch.', '')}): {reason}") from err
+    finally:
+        learner.train(was_training)
 
 
 def build_learner(cfg: TrainConfig, data: data_mod.DataSet) -> methods.Learner:
+    """The learner of ``cfg`` for ``data``, seeded with ``cfg.seed``; checked to fit the data."""
+    cfg.validate()
     torch.manual_seed(cfg.seed)
-    return methods.build(build_model(cfg, data), cfg.method).to(cfg.device)
+    learner = methods.build(build_model(cfg, data), cfg.method).to(cfg.device)
+    check_fits(learner, data, cfg)
+    return learner
 
 
 def make_optimizer(cfg: TrainConfig, params) -> torch.optim.Optimizer:
@@ -144,7 +213,10 @@ def train(cfg: TrainConfig, data: data_mod.DataSet | None = None,
     """Train ``cfg`` for ``cfg.steps`` steps; ``callback(step, learner, x, y)`` runs before each update."""
     cfg.validate()
     data = data if data is not None else load_data(cfg)
-    learner = learner if learner is not None else build_learner(cfg, data)
+    if learner is None:
+        learner = build_learner(cfg, data)
+    else:
+        check_fits(learner, data, cfg)
     learner.train()
     opt = make_optimizer(cfg, learner.parameters())
     gen = torch.Generator().manual_seed(cfg.seed)

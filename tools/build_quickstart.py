@@ -61,7 +61,7 @@ label = f"MLP {cfg.model_kwargs['depth']}x{cfg.model_kwargs['width']}"
 title = plots.figure_title("Training loss (final head, smoothed over 20 steps)", model=label,
                            dataset=data.name, profile=profile)
 fig = plots.training_curves(records, "final_loss", title=title, smooth=20, logy=True)
-plots.save_figure(fig, "00_quickstart_loss", figures_dir);
+plots.save_figure(fig, f"00_quickstart_loss_{profile}", figures_dir);
 """),
     md("""
 ## Test accuracy
@@ -69,7 +69,7 @@ plots.save_figure(fig, "00_quickstart_loss", figures_dir);
     code("""
 title = plots.figure_title("Test accuracy", model=label, dataset=data.name, profile=profile)
 fig = plots.training_curves(records, "eval_acc", title=title)
-plots.save_figure(fig, "00_quickstart_accuracy", figures_dir);
+plots.save_figure(fig, f"00_quickstart_accuracy_{profile}", figures_dir);
 """),
     md("""
 ## Check against the bar we set
