@@ -68,9 +68,25 @@ def add_train_cli(subparsers) -> None:
     p.set_defaults(func=_run_train)
 
 
+def _check_writable(path: str, option: str) -> None:
+    """Fail now, not after hours of training, when ``path`` cannot be written."""
+    out = Path(path)
+    if out.is_dir():
+        raise ValueError(f"{option} {path!r} is a directory; give a file name such as {str(out / 'records.csv')!r}")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        probe = out.with_name(out.name + ".tmp")
+        probe.touch()
+        probe.unlink()
+    except OSError as err:
+        raise ValueError(f"cannot write {option} {path!r}: {err.strerror or err}") from None
+
+
 def _run_train(args) -> int:
     from . import train
 
+    if args.out:
+        _check_writable(args.out, "--out")
     cfg = train.TrainConfig(model=args.model, method=args.method, dataset=args.dataset, data_dir=args.data_dir,
                             steps=args.steps, batch_size=args.batch_size, lr=args.lr, optimizer=args.optimizer,
                             seed=args.seed, eval_every=args.eval_every, device=args.device,

@@ -10,7 +10,16 @@ import torch
 
 from paper_repro import methods, models
 
-torch.set_default_dtype(torch.float64)
+
+
+@pytest.fixture(autouse=True)
+def float64():
+    """float64 for this module's tests only: a module-level set_default_dtype would leak into
+    every test collected after it (the trainer's float32 data then meets float64 weights)."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)
 
 
 def _mlp():
