@@ -325,7 +325,7 @@ def _parameters_and_checked(path):
     return names, checked
 
 
-NOT_YET_VALIDATING = {"05_gradient_similarity", "06_feature_similarity", "07_random_labels"}
+NOT_YET_VALIDATING: set[str] = set()
 
 
 @pytest.mark.parametrize("path", [pytest.param(p, id=p.stem, marks=[pytest.mark.xfail(

@@ -8,9 +8,8 @@ from package functions. Re-run this after changing a cell here (outputs are not 
 from pathlib import Path
 
 import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-NB_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+from nbtools import NB_DIR, code, md, notebook
 
 PARAMS = '''profile = "quick"          # quick | cpu | full
 figures_dir = "../figures"
@@ -26,8 +25,12 @@ import torch
 from IPython.display import display
 
 from paper_repro import similarity as sim
+from paper_repro.notebooks import check_parameters
 from paper_repro.train import TrainConfig
 
+check_parameters(dict(profile=profile, figures_dir=figures_dir, data_dir=data_dir, results_dir=results_dir,
+                      num_threads=num_threads),
+                 dict(profile=str, figures_dir=str, data_dir=(str, type(None)), results_dir=str, num_threads=int))
 device = "cuda" if torch.cuda.is_available() else "cpu"
 if num_threads:
     torch.set_num_threads(num_threads)  # small models on a shared CPU: extra threads only add overhead
@@ -38,21 +41,6 @@ if save_tables:
     Path(results_dir).mkdir(parents=True, exist_ok=True)
 print(data)
 S'''
-
-
-def notebook(cells):
-    nb = new_notebook(cells=cells, metadata={
-        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
-        "language_info": {"name": "python"}})
-    return nb
-
-
-def md(text):
-    return new_markdown_cell(text.strip())
-
-
-def code(text, tags=None):
-    return new_code_cell(text.strip(), metadata={"tags": tags} if tags else {})
 
 
 def nb05():

@@ -16,9 +16,14 @@ def code(text: str, tags=None):
 
 
 def write(name: str, cells) -> Path:
-    nb = new_notebook(cells=cells, metadata={
-        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
-        "language_info": {"name": "python"}})
+    nb = notebook(cells)
     path = NB_DIR / f"{name}.ipynb"
     nbformat.write(nb, path)
     return path
+
+
+def notebook(cells):
+    """A Python 3 notebook of ``cells`` (not written)."""
+    return new_notebook(cells=cells, metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "language_info": {"name": "python"}})
