@@ -79,6 +79,13 @@ def time_to_target(df: pd.DataFrame, targets, window: int = 20, loss: str = "fin
     return pd.DataFrame(rows)
 
 
+def unreached_targets(ttt: pd.DataFrame) -> list[float]:
+    """The targets of a :func:`time_to_target` table that no run reaches (largest first)."""
+    _check_columns(ttt, ("target", "reached"))
+    reached = ttt.groupby("target")["reached"].agg(lambda r: bool(r.astype(bool).any()))
+    return sorted((float(t) for t, ok in reached.items() if not ok), reverse=True)
+
+
 def pareto_frontier(ttt: pd.DataFrame, x: str = "compute", y: str = "time",
                     by=("method", "target")) -> pd.DataFrame:
     """The lower-left frontier of (``x``, ``y``) within each group ``by``, sorted by ``x``.
@@ -119,11 +126,14 @@ def speedup(frontier: pd.DataFrame, baseline: str = "backprop", x: str = "comput
     Returns rows ``method``, ``target``, ``compute``, ``baseline_time``, ``method_time``,
     ``speedup`` (= baseline_time / method_time) at the frontier points of either method
     inside the range of compute both frontiers cover. A method whose frontier does not
-    overlap the baseline's contributes no rows."""
+    overlap the baseline's contributes no rows, and so does a target the baseline does not
+    reach. An empty frontier (no run reached any target) gives an empty table; a frontier
+    without the baseline at all (it reached none of the targets the others reached, or it
+    is not in the sweep) is a ValueError."""
     _check_columns(frontier, ["method", x, y, by])
-    if baseline not in set(frontier["method"]):
-        raise ValueError(f"baseline method {baseline!r} is not in the frontier; methods: "
-                         f"{sorted(set(frontier['method']))}")
+    if not frontier.empty and baseline not in set(frontier["method"]):
+        raise ValueError(f"baseline method {baseline!r} is not in the frontier: it reached none of the targets "
+                         f"(or is not in the sweep); methods that reached one: {sorted(set(frontier['method']))}")
     rows = []
     for key, group in frontier.groupby(by, sort=True):
         base = group[group["method"] == baseline]
@@ -242,24 +252,39 @@ def plot_loss_curves(df: pd.DataFrame, title: str, window: int = 20, max_panels:
 
 def plot_pareto(ttt: pd.DataFrame, frontier: pd.DataFrame, title: str):
     """Time vs compute to each target: every run that reached it (dots) and each method's
-    lower-left frontier (lines), one panel per target, log-log axes."""
+    lower-left frontier (lines), one panel per target of ``ttt``, log-log axes. A target no
+    run reaches gets a panel saying so; methods that miss a target are named on its panel."""
     import matplotlib.pyplot as plt
     import seaborn as sns
+    from matplotlib.lines import Line2D
 
-    targets = sorted(frontier["target"].unique(), reverse=True)
+    if ttt.empty:
+        raise ValueError("the time-to-target table is empty: no runs or no targets")
+    targets = sorted(ttt["target"].unique(), reverse=True)
     methods = sorted(ttt["method"].unique())
     colors = dict(zip(methods, sns.color_palette(n_colors=len(methods))))
     fig, axes = plt.subplots(1, len(targets), figsize=(4 * len(targets), 3.6), squeeze=False)
     for ax, t in zip(axes[0], targets):
         pts = ttt[(ttt["target"] == t) & ttt["reached"].astype(bool)]
+        ax.set_title(f"target loss {t:g}")
+        if pts.empty:
+            ax.text(0.5, 0.5, f"target {t:g} not reached\nby any run", ha="center", va="center",
+                    transform=ax.transAxes)
+            ax.set(xticks=[], yticks=[])
+            continue
         for m in methods:
             p, f = pts[pts["method"] == m], frontier[(frontier["target"] == t) & (frontier["method"] == m)]
             ax.scatter(p["compute"], p["time"], color=colors[m], alpha=0.3, s=12)
-            ax.plot(f["compute"], f["time"], "o-", color=colors[m], label=m, ms=4)
+            ax.plot(f["compute"], f["time"], "o-", color=colors[m], ms=4)
+        missing = [m for m in methods if m not in set(pts["method"])]
+        if missing:
+            ax.text(0.02, 0.02, "not reached by " + ", ".join(missing), transform=ax.transAxes, fontsize=8,
+                    va="bottom")
         ax.set(xscale="log", yscale="log", xlabel="compute to target (FLOPs)",
-               ylabel="time to target (sequential FLOPs)", title=f"target loss {t:g}")
+               ylabel="time to target (sequential FLOPs)")
         _clean_log_ticks(ax)
-    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1, 1))
+    handles = [Line2D([], [], color=colors[m], marker="o", ms=4, label=m) for m in methods]
+    axes[0][-1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1, 1))
     fig.suptitle(title)
     fig.tight_layout()
     return fig
@@ -272,7 +297,8 @@ def plot_speedup(speedups: pd.DataFrame, title: str):
 
     fig, ax = plt.subplots(figsize=(6, 3.8))
     if speedups.empty:
-        ax.text(0.5, 0.5, "no overlap between frontiers: no speedup defined", ha="center", transform=ax.transAxes)
+        ax.text(0.5, 0.5, "no speedup defined: no target reached by both backprop\n"
+                "and a local method at overlapping compute", ha="center", va="center", transform=ax.transAxes)
     else:
         data = speedups.assign(target=speedups["target"].map(lambda t: f"{t:g}"))
         sns.lineplot(data=data, x="compute", y="speedup", hue="method", style="target", markers=True, ax=ax,
@@ -295,7 +321,8 @@ def claims_table(speedups: pd.DataFrame, paper_claim: float | None, label: str) 
     (``measured_high_compute``, see :func:`high_compute_speedup`)."""
     row = {"claim": label, "paper": "no number stated" if paper_claim is None else f"up to {paper_claim:g}x"}
     if speedups.empty:
-        row.update(measured_max="none (frontiers do not overlap)", method="", target=math.nan, compute=math.nan,
+        row.update(measured_max="none (no target reached by both at overlapping compute)", method="",
+                   target=math.nan, compute=math.nan,
                    measured_high_compute="none")
     else:
         best = speedups.loc[speedups["speedup"].idxmax()]

@@ -22,12 +22,15 @@ import copy
 import importlib
 import json
 import statistics
+import sys
 import time
 
 import torch
 import torch.nn.functional as F
+from tqdm.auto import tqdm
 
-from . import methods, models
+from . import methods, models, train
+from .cli import _json_dict
 
 DEFAULT_SHAPES = {"mlp": dict(depth=4, width=1024, in_dim=3072), "transformer": dict(d_model=128, n_layers=4),
                   "resnet18": dict(width=16)}
@@ -83,12 +86,27 @@ def _example_batch(model: str, net: models.BlockNet, batch_size: int, kw: dict, 
     return x.to(device), y.to(device)
 
 
+class BenchInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`overhead`; ``partial`` is the summary of the repetitions that
+    completed on both sides (None before the first pair)."""
+
+    def __init__(self, message: str, partial: dict | None):
+        super().__init__(message)
+        self.partial = partial
+
+
 def overhead(model: str = "mlp", model_kwargs: dict | None = None, batch_size: int = 128, steps: int = 10,
-             repeats: int = 15, warmup: int = 3, lr: float = 1e-3, device: str = "cpu") -> dict:
-    """Time ``steps`` steps per side, ``repeats`` interleaved times; see :func:`ratio_summary`."""
+             repeats: int = 15, warmup: int = 3, lr: float = 1e-3, device: str = "cpu",
+             progress: bool = False) -> dict:
+    """Time ``steps`` steps per side, ``repeats`` interleaved times; see :func:`ratio_summary`.
+
+    Ctrl-C raises :class:`BenchInterrupted` carrying the summary of the repetitions done."""
     for key, value in (("batch_size", batch_size), ("steps", steps), ("repeats", repeats)):
-        if not isinstance(value, int) or value < 1:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{key} must be a positive integer, got {value!r}")
+    train.check_device(device)
+    if model_kwargs is not None and not isinstance(model_kwargs, dict):
+        raise ValueError(f"model_kwargs must be a dict, got {model_kwargs!r}")
     kw = dict(DEFAULT_SHAPES.get(model, {}), **(model_kwargs or {}))
     torch.manual_seed(0)
     net = models.build(model, **kw).to(device)
@@ -104,17 +122,30 @@ def overhead(model: str = "mlp", model_kwargs: dict | None = None, batch_size: i
         for fn in sides.values():
             fn()
     times = {"plain": [], "learner": []}
-    for r in range(repeats):
-        for name in (("plain", "learner") if r % 2 == 0 else ("learner", "plain")):
-            sync()
-            t0 = time.perf_counter()
-            for _ in range(steps):
-                sides[name]()
-            sync()
-            times[name].append((time.perf_counter() - t0) / steps)
-    summary = ratio_summary(times["plain"], times["learner"])
-    summary.update(model=model, model_kwargs=kw, batch_size=batch_size, steps=steps, device=device)
-    return summary
+
+    def summarize():
+        done = min(map(len, times.values()))
+        summary = ratio_summary(times["plain"][:done], times["learner"][:done])
+        summary.update(model=model, model_kwargs=kw, batch_size=batch_size, steps=steps, device=device)
+        return summary
+
+    bar = tqdm(range(repeats), desc="overhead", unit="rep", disable=not progress)
+    try:
+        for r in bar:
+            for name in (("plain", "learner") if r % 2 == 0 else ("learner", "plain")):
+                sync()
+                t0 = time.perf_counter()
+                for _ in range(steps):
+                    sides[name]()
+                sync()
+                times[name].append((time.perf_counter() - t0) / steps)
+    except KeyboardInterrupt:
+        done = min(map(len, times.values()))
+        raise BenchInterrupted(f"{done} of {repeats} repetitions done",
+                               summarize() if done else None) from None
+    finally:
+        bar.close()
+    return summarize()
 
 
 # ------------------------------------------------------------------------------- CLI
@@ -126,7 +157,7 @@ def add_cli(subparsers):
     sub.required = True
     p = sub.add_parser("overhead", help="time a backprop step of the learner against a plain PyTorch loop")
     p.add_argument("--model", default="mlp", choices=models.MODELS)
-    p.add_argument("--model-kwargs", type=json.loads, default={}, help='JSON, e.g. \'{"depth": 8, "width": 2048}\'')
+    p.add_argument("--model-kwargs", type=_json_dict, default={}, help='JSON, e.g. \'{"depth": 8, "width": 2048}\'')
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--steps", type=int, default=10, help="steps per timed repetition")
     p.add_argument("--repeats", type=int, default=15, help="interleaved repetitions per side")
@@ -134,6 +165,7 @@ def add_cli(subparsers):
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: unchanged)")
     p.add_argument("--max-ratio", type=float, default=None,
                    help="exit with status 1 when the median ratio is above this (e.g. 1.05)")
+    p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=_cmd_overhead)
     try:
         dist_bench = importlib.import_module("paper_repro.distributed.bench")
@@ -149,15 +181,33 @@ def add_cli(subparsers):
 def _cmd_overhead(args) -> int:
     if not isinstance(args.model_kwargs, dict):
         raise ValueError(f"--model-kwargs must be a JSON object, got {args.model_kwargs!r}")
+    train.check_device(args.device)
     if args.threads is not None:
+        if args.threads < 1:
+            raise ValueError(f"--threads must be a positive integer, got {args.threads!r}")
         torch.set_num_threads(args.threads)
-    r = overhead(args.model, args.model_kwargs, args.batch_size, args.steps, args.repeats, device=args.device)
+    try:
+        r = overhead(args.model, args.model_kwargs, args.batch_size, args.steps, args.repeats, device=args.device,
+                     progress=not getattr(args, "no_progress", False))
+    except BenchInterrupted as stop:
+        if stop.partial is not None:
+            _print_overhead(stop.partial)
+        print(f"interrupted: {stop}" + ("; the numbers above are from those" if stop.partial else
+                                        "; nothing measured yet"), file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:  # while building the model or warming up
+        print("interrupted before timing started: nothing measured", file=sys.stderr)
+        return 130
+    _print_overhead(r)
+    if args.max_ratio is not None and r["ratio"] > args.max_ratio:
+        print(f"ratio {r['ratio']:.3f} is above --max-ratio {args.max_ratio}")
+        return 1
+    return 0
+
+
+def _print_overhead(r: dict) -> None:
     print(f"model {r['model']} {json.dumps(r['model_kwargs'])}, batch {r['batch_size']}, device {r['device']}, "
           f"{r['repeats']} interleaved repetitions of {r['steps']} steps, {torch.get_num_threads()} threads")
     print(f"plain PyTorch loop   {1e3 * r['plain_s']:9.3f} ms/step (median)")
     print(f"learner (backprop)   {1e3 * r['learner_s']:9.3f} ms/step (median)")
     print(f"ratio learner/plain  {r['ratio']:9.3f}  (median; range {r['ratio_min']:.3f}-{r['ratio_max']:.3f})")
-    if args.max_ratio is not None and r["ratio"] > args.max_ratio:
-        print(f"ratio {r['ratio']:.3f} is above --max-ratio {args.max_ratio}")
-        return 1
-    return 0

@@ -12,8 +12,12 @@ A point file holds the point's per-step records (``step``, ``examples``, ``final
 (``total_flops_pe``, ``critical_path_flops_pe``, ``fill_flops_pe``) as columns, so the
 analysis is a pure function of the table. It is written to a temporary file in the same
 folder and ``os.replace``-d into place: a point file is complete or absent, never half
-written. A rerun skips the point ids already present, so a sweep killed at any moment
-(Ctrl-C, SIGKILL, a lost node) resumes without losing or duplicating a run.
+written (temporary files are dot files ending in ``.tmp``, never read as results; those
+left by killed processes of this host are deleted on the next run). A rerun skips the
+point ids already present, so a sweep killed at any moment (Ctrl-C, SIGKILL, a lost node)
+resumes without losing or duplicating a run. Ctrl-C stops a sweep at once, workers
+included (exit status 130 from the CLI, one line saying how many points are saved); a
+sweep killed outright takes its workers with it (each exits when its parent is gone).
 
 A point id is ``<method>-b<batch>-lr<lr>-s<seed>-<hash>``, the hash taken over every
 setting that changes the run (not ``data_dir`` or ``device``: the same point may run on
@@ -27,13 +31,17 @@ point files into one DataFrame.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import math
 import multiprocessing as mp
 import os
+import signal
+import socket
 import sys
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -41,6 +49,7 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+from tqdm import std as tqdm_std
 from tqdm.auto import tqdm
 
 from . import cost, train
@@ -120,10 +129,18 @@ class Grid:
 
     @classmethod
     def from_dict(cls, d: dict) -> Grid:
-        known = {f.name for f in dataclasses.fields(cls)}
+        if not isinstance(d, dict):
+            raise ValueError(f"a grid must be a JSON object (a dict) of Grid keys, got {type(d).__name__} {d!r:.80}")
+        fields = dataclasses.fields(cls)
+        known = {f.name for f in fields}
         unknown = sorted(set(d) - known)
         if unknown:
             raise ValueError(f"unknown grid keys {unknown}; valid: {sorted(known)}")
+        required = [f.name for f in fields if f.default is dataclasses.MISSING
+                    and f.default_factory is dataclasses.MISSING]
+        missing = [k for k in required if k not in d]
+        if missing:
+            raise ValueError(f"grid lacks required keys {missing}; required: {required}")
         return cls(**d)
 
 
@@ -170,28 +187,75 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 # ----------------------------------------------------------------------------- the store
+_HOST = socket.gethostname().replace(".", "_")
+
+
+def _tmp_path(path: Path) -> Path:
+    """Where ``path`` is written before it is ``os.replace``-d into place: a dot file ending
+    in ``.tmp`` (never taken for a result), named by host and process id."""
+    return path.with_name(f".{path.name}.{_HOST}.{os.getpid()}.tmp")
+
+
+def _is_tmp(path: Path) -> bool:
+    return path.name.startswith(".") and path.name.endswith(".tmp")
+
+
 def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = _tmp_path(path)
     tmp.write_text(text)
     os.replace(tmp, path)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_tmp(root: str | os.PathLike) -> list[Path]:
+    """Delete the temporary files that processes of this host killed mid-write left in the
+    store (those of live processes, and of other hosts sharing the folder, are kept)."""
+    removed = []
+    for folder in (Path(root), Path(root) / "points"):
+        for tmp in folder.glob(f".*.{_HOST}.*.tmp") if folder.is_dir() else ():
+            pid = tmp.name[:-len(".tmp")].rsplit(".", 1)[-1]
+            if pid.isdigit() and not _pid_alive(int(pid)):
+                tmp.unlink(missing_ok=True)
+                removed.append(tmp)
+    return removed
 
 
 def open_store(root: str | os.PathLike, grid: Grid) -> Path:
     """Create or reopen the store of ``grid`` at ``root``; a different grid there is an error."""
     root = Path(root)
+    for parent in (root, *root.parents):
+        if parent.exists() and not parent.is_dir():
+            raise ValueError(f"sweep results folder {root} cannot be created: {parent} is a file, not a folder")
     spec = root / "grid.json"
     if spec.is_file():
-        existing = json.loads(spec.read_text())
+        try:
+            existing = json.loads(spec.read_text())
+        except (OSError, json.JSONDecodeError) as err:
+            raise ValueError(f"cannot read {spec}: {err}") from None
         if existing != json.loads(json.dumps(grid.to_dict())):
             changed = sorted(k for k in set(existing) | set(grid.to_dict())
                              if existing.get(k) != json.loads(json.dumps(grid.to_dict())).get(k))
             raise ValueError(f"{root} holds a different sweep grid (differs in {changed}); "
                              f"use another results folder or grid name, or delete {root}")
-    elif root.exists() and any(root.iterdir()):
+    elif root.exists() and any(not _is_tmp(f) for f in root.iterdir()):
         raise ValueError(f"{root} is not empty and has no grid.json: not a sweep results folder")
-    (root / "points").mkdir(parents=True, exist_ok=True)
-    if not spec.is_file():
-        _atomic_write_text(spec, json.dumps(grid.to_dict(), indent=2, sort_keys=True) + "\n")
+    try:  # grid.json first: a store killed while being created is empty or has it
+        root.mkdir(parents=True, exist_ok=True)
+        if not spec.is_file():
+            _atomic_write_text(spec, json.dumps(grid.to_dict(), indent=2, sort_keys=True) + "\n")
+        (root / "points").mkdir(exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"cannot write sweep results folder {root}: {err.strerror or err}") from None
+    remove_stale_tmp(root)
     return root
 
 
@@ -259,17 +323,40 @@ def run_point(point: dict, root: str, data_dir: str | None = None, device: str =
     for k, v in reversed(meta.items()):
         records.insert(0, k, v)
     path = Path(root) / "points" / f"{point['point_id']}.csv"
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = _tmp_path(path)
     records.to_csv(tmp, index=False, float_format="%.6g")
     os.replace(tmp, path)
     return {"point_id": point["point_id"], "status": result.status, "seconds": time.perf_counter() - t0,
             "final_loss": float(records["final_loss"].iloc[-1])}
 
 
-def _init_worker(gpu_ids, device: str, threads: int) -> None:
+PARENT_POLL_S = 0.5  # how often a worker checks that the sweep that started it is alive
+
+
+def _exit_when_orphaned(parent_pid: int) -> None:
+    while True:
+        time.sleep(PARENT_POLL_S)
+        if os.getppid() != parent_pid:  # the sweep died (SIGKILL, OOM killer): nobody wants our result
+            os._exit(1)
+
+
+def _init_worker(gpu_ids, device: str, threads: int, parent_pid: int) -> None:
+    # Ctrl-C reaches the whole process group: the parent stops the workers, they must not
+    # each print a KeyboardInterrupt traceback. A parent killed outright (SIGKILL) cannot stop
+    # them, so each worker also exits on its own within PARENT_POLL_S once its parent is gone.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True,
+                     name="exit-when-orphaned").start()
+    # tqdm's default lock is a multiprocessing semaphore, which a worker stopped by SIGTERM
+    # cannot release (the resource tracker then warns of leaks); workers show no bars anyway
+    tqdm_std.tqdm.set_lock(threading.RLock())
     if gpu_ids is not None:  # one GPU per worker, before anything touches CUDA
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_ids.get(timeout=60))
     torch.set_num_threads(threads)
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`run_sweep`; the message says how many points are saved."""
 
 
 # ------------------------------------------------------------------------- the sweep
@@ -293,12 +380,15 @@ def run_sweep(grid: Grid, root: str | os.PathLike, *, workers: int = 1, shard: t
 
     ``workers <= 1`` runs in this process; more spawn that many worker processes. A run
     that diverges is recorded (status ``diverged``); one that raises is listed in
-    ``report.failed`` and retried by the next call. Ctrl-C stops after the points that
-    are already saved (they stay saved). ``threads``: torch CPU threads per run (workers
-    default to 1; in-process runs keep the current setting unless given: on a busy small
-    machine 1 is much faster than oversubscribed threads)."""
+    ``report.failed`` and retried by the next call. Ctrl-C stops at once (workers are
+    terminated, the points they were running are lost and rerun next time) and raises
+    :class:`SweepInterrupted` saying how many points are saved; saved points stay saved.
+    Workers exit by themselves when this process is killed. ``threads``: torch CPU threads
+    per run (workers default to 1; in-process runs keep the current setting unless given:
+    on a busy small machine 1 is much faster than oversubscribed threads)."""
     grid.validate()
-    if not isinstance(workers, int) or workers < 0:
+    train.check_device(device)
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 0:
         raise ValueError(f"workers must be a non-negative integer, got {workers!r}")
     i, n = shard
     if not (n >= 1 and 0 <= i < n):
@@ -309,13 +399,8 @@ def run_sweep(grid: Grid, root: str | os.PathLike, *, workers: int = 1, shard: t
     todo = [p for p in mine if p["point_id"] not in done]
     report = SweepReport(total=len(mine), skipped=len(mine) - len(todo))
     args = dict(root=str(root), data_dir=data_dir, device=device, sweep_name=grid.name)
-    if todo:  # load (and cache) the data here: a missing data set is one clear error, not N failures
-        _data_for(todo[0]["config"], data_dir)
     saved_threads = torch.get_num_threads()
-    if threads is not None and workers <= 1:
-        torch.set_num_threads(threads)
-    bar = tqdm(total=len(todo), desc=f"sweep {grid.name}" + (f" [{i}/{n}]" if n > 1 else ""), unit="pt",
-               disable=not progress)
+    bar = None
 
     def record(pid, summary=None, error=None):
         if error is not None:
@@ -329,43 +414,74 @@ def run_sweep(grid: Grid, root: str | os.PathLike, *, workers: int = 1, shard: t
         bar.set_postfix_str(f"{len(report.diverged)} diverged, {len(report.failed)} failed")
 
     try:
-        if workers <= 1:
+        if todo:  # load (and cache) the data here: a missing data set is one clear error, not N failures
+            _data_for(todo[0]["config"], data_dir)
+        if threads is not None and workers <= 1:
+            torch.set_num_threads(threads)
+        bar = tqdm(total=len(todo), desc=f"sweep {grid.name}" + (f" [{i}/{n}]" if n > 1 else ""), unit="pt",
+                   disable=not progress)
+        if workers <= 1 or not todo:
             for p in todo:
                 try:
                     record(p["point_id"], run_point(p, **args))
                 except (ValueError, RuntimeError, MemoryError) as e:
                     record(p["point_id"], error=f"{type(e).__name__}: {e}")
         else:
-            ctx = mp.get_context("spawn")
-            gpu_ids = None
-            if str(device).startswith("cuda"):
-                gpu_ids = ctx.Queue()
-                count = torch.cuda.device_count()
-                if count < 1:
-                    raise ValueError(f"device {device!r} asked for but no CUDA device is visible")
-                for w in range(workers):
-                    gpu_ids.put(w % count)
-                args["device"] = "cuda"
-            with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
-                                     initargs=(gpu_ids, device, threads or 1)) as pool:
-                futures = {pool.submit(run_point, p, **args): p["point_id"] for p in todo}
-                try:
-                    for fut in as_completed(futures):
-                        err = fut.exception()
-                        record(futures[fut], None if err else fut.result(),
-                               error=None if err is None else f"{type(err).__name__}: {err}")
-                except KeyboardInterrupt:
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    raise
+            _run_in_workers(todo, args, workers, device, threads, record)
     except KeyboardInterrupt:
-        bar.close()
+        saved = len(finished_ids(root) & {p["point_id"] for p in mine})
+        raise SweepInterrupted(f"{saved} of {len(mine)} points are saved in {root}; "
+                               "run the same command again to resume") from None
+    finally:
+        if bar is not None:
+            bar.close()
         torch.set_num_threads(saved_threads)
-        print(f"\ninterrupted: {len(finished_ids(root) & {p['point_id'] for p in mine})} of {len(mine)} "
-              f"points are saved in {root}; run the same command again to resume", file=sys.stderr)
-        raise
-    bar.close()
-    torch.set_num_threads(saved_threads)
     return report
+
+
+@contextlib.contextmanager
+def _sigint_ignored_by_children():
+    """Processes started inside start with SIGINT ignored (an ignored signal stays ignored
+    across exec), so a Ctrl-C while they are still importing torch cannot make each print a
+    traceback. Starting them takes milliseconds; outside the main thread, a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _run_in_workers(todo, args, workers, device, threads, record) -> None:
+    ctx = mp.get_context("spawn")
+    gpu_ids = None
+    if str(device).startswith("cuda"):
+        gpu_ids = ctx.Queue()
+        count = torch.cuda.device_count()
+        for w in range(workers):
+            gpu_ids.put(w % count)
+        args = dict(args, device="cuda")
+    pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
+                               initargs=(gpu_ids, device, threads or 1, os.getpid()))
+    try:
+        with _sigint_ignored_by_children():  # submit starts the workers
+            futures = {pool.submit(run_point, p, **args): p["point_id"] for p in todo}
+        for fut in as_completed(futures):
+            err = fut.exception()
+            record(futures[fut], None if err else fut.result(),
+                   error=None if err is None else f"{type(err).__name__}: {err}")
+    except BaseException:
+        # Ctrl-C (or any error here): drop the queued points and stop the running ones now
+        # rather than wait for them to finish; their files are never half written.
+        running = list((getattr(pool, "_processes", None) or {}).values())  # shutdown forgets them
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in running:
+            proc.terminate()
+        raise
+    finally:
+        pool.shutdown(wait=True)
 
 
 # ------------------------------------------------------------------------------- CLI
@@ -403,8 +519,12 @@ def _cmd_sweep(args) -> int:
             raise ValueError(f"cannot read grid file {args.grid}: {e}") from None
     else:
         grid = profiles.compute_grid(args.study, args.profile)
-    report = run_sweep(grid, Path(args.results) / grid.name, workers=args.workers, shard=parse_shard(args.shard),
-                       device=args.device, data_dir=args.data_dir, progress=not args.no_progress,
-                       threads=args.threads)
+    try:
+        report = run_sweep(grid, Path(args.results) / grid.name, workers=args.workers,
+                           shard=parse_shard(args.shard), device=args.device, data_dir=args.data_dir,
+                           progress=not args.no_progress, threads=args.threads)
+    except SweepInterrupted as stop:
+        print(f"interrupted: {stop}", file=sys.stderr)
+        return 130
     print(report)
     return 1 if report.failed else 0

@@ -214,6 +214,28 @@ def test_sweep_bad_study_profile_and_grid(tmp_path, capsys):
     assert_clear(*run_cli(["sweep", "mlp", "--shard", "3/2"], capsys), "3/2")
 
 
+def test_sweep_bad_results_path_device_and_grid_file_shape(tmp_path, capsys):
+    grid = dict(name="g", model="mlp", dataset="digits", methods=["greedy"], batch_sizes=[8], lrs=[1e-3],
+                steps=1, model_kwargs={"depth": 2, "width": 8})
+    (tmp_path / "g.json").write_text(json.dumps(grid))
+    run = ["sweep", "--grid", tmp_path / "g.json", "--no-progress"]
+    (tmp_path / "a_file").write_text("x")
+    assert_clear(*run_cli(run + ["--results", tmp_path / "a_file"], capsys), str(tmp_path / "a_file"), "is a file")
+    with pytest.raises(ValueError, match="a_file.*is a file"):
+        sweep.open_store(tmp_path / "a_file", sweep.Grid(**grid))
+    bad_devices = ["foo"] + ([] if torch.cuda.is_available() else ["cuda"])
+    for device in bad_devices:  # refused before the store is created or any data is loaded
+        assert_clear(*run_cli(run + ["--results", tmp_path / "r", "--device", device], capsys), f"'{device}'", "cpu")
+        with pytest.raises(ValueError, match=f"'{device}'"):
+            sweep.run_sweep(sweep.Grid(**grid), tmp_path / "r", device=device, progress=False)
+    assert not (tmp_path / "r").exists()
+    for bad, words in (([1, 2], ["JSON object", "list"]), ({"name": "g"}, ["lacks required keys", "'model'"])):
+        (tmp_path / "bad.json").write_text(json.dumps(bad))
+        assert_clear(*run_cli(["sweep", "--grid", tmp_path / "bad.json"], capsys), *words)
+    with pytest.raises(ValueError, match="JSON object"):
+        sweep.Grid.from_dict([1, 2])
+
+
 def test_sweep_into_a_foreign_results_folder(tmp_path, capsys):
     grid = profiles.compute_grid("mlp", "quick")
     store = tmp_path / grid.name
@@ -260,17 +282,42 @@ def test_unreached_target_is_reported_not_reached():
     assert analysis.pareto_frontier(ttt)["target"].eq(1.8).all()
 
 
-@pytest.mark.xfail(reason="analysis.py (compute-efficiency owners): plot_pareto drops targets no run reaches "
-                          "and fails with a matplotlib error when none is reached; speedup then says "
-                          "'baseline not in the frontier' instead of 'not reached'", strict=False)
 def test_unreached_target_says_so_in_the_plot_and_speedup():
+    import matplotlib.pyplot as plt
+
     table = pd.concat([_curve("a", "backprop"), _curve("b", "greedy")], ignore_index=True)
     ttt = analysis.time_to_target(table, [0.1], window=1)
+    assert analysis.unreached_targets(ttt) == [0.1]
     frontier = analysis.pareto_frontier(ttt)
     fig = analysis.plot_pareto(ttt, frontier, "unreached")
-    assert any("not reached" in t.get_text() for ax in fig.axes for t in ax.texts)
-    with pytest.raises(ValueError, match="not reached"):
-        analysis.speedup(frontier)
+    assert [t.get_text() for ax in fig.axes for t in ax.texts] == ["target 0.1 not reached\nby any run"]
+    speedups = analysis.speedup(frontier)  # nothing to compare: an empty table, not an error
+    assert speedups.empty and analysis.max_speedup(speedups).empty
+    fig2 = analysis.plot_speedup(speedups, "unreached")
+    assert any("no target reached" in t.get_text() for ax in fig2.axes for t in ax.texts)
+    assert analysis.claims_table(speedups, 10, "MLP").loc[0, "measured_max"].startswith("none (no target reached")
+    # target 1.8 reached by both methods, 1.0 by greedy only, 0.1 by nobody: every target keeps its
+    # panel, the speedup is computed where backprop reached the target and skipped elsewhere
+    def run(pid, method, batch, losses, cp):
+        return _curve(pid, method).assign(batch_size=batch, examples=lambda d: d["step"] * batch,
+                                          final_loss=losses, critical_path_flops_pe=cp)
+
+    table = pd.concat([run("a", "backprop", 8, np.linspace(2.0, 1.5, 5), 5.0),
+                       run("a2", "backprop", 32, [2.0, 1.7, 1.4, 1.1, 1.05], 5.0),
+                       run("b", "greedy", 8, np.linspace(2.0, 1.5, 5), 2.5),
+                       run("b2", "greedy", 32, [2.0, 1.7, 1.2, 0.95, 0.8], 2.5)], ignore_index=True)
+    ttt = analysis.time_to_target(table, [1.8, 0.1, 1.0], window=1)
+    assert analysis.unreached_targets(ttt) == [0.1]
+    frontier = analysis.pareto_frontier(ttt)
+    fig3 = analysis.plot_pareto(ttt, frontier, "some unreached")
+    texts = {ax.get_title(): [t.get_text() for t in ax.texts] for ax in fig3.axes}
+    assert texts == {"target loss 1.8": [], "target loss 1": ["not reached by backprop"],
+                     "target loss 0.1": ["target 0.1 not reached\nby any run"]}
+    # at 1.8: backprop (240, 15) and (640, 10), greedy (240, 7.5) and (640, 5): twice as fast
+    s = analysis.speedup(frontier)
+    assert s["target"].tolist() == [1.8, 1.8] and s["compute"].tolist() == [240, 640]
+    assert s["speedup"].tolist() == pytest.approx([2.0, 2.0])
+    plt.close("all")
 
 
 # -------------------------------------------------------------------------------- bench
@@ -283,6 +330,10 @@ TINY_PIPE = ["--model", "mlp", "--model-kwargs", '{"depth": 4, "width": 16}', "-
     (["bench", "overhead", "--batch-size", "0"], ["batch_size", "0", "positive integer"]),
     (["bench", "overhead", "--steps", "0"], ["steps", "0", "positive integer"]),
     (["bench", "overhead", "--model-kwargs", '{"depht": 2}'], ["'depht'", "depth"]),
+    (["bench", "overhead", "--model-kwargs", '{depth: 2}'], ["--model-kwargs", "JSON object", "'{depth: 2}'"]),
+    (["bench", "overhead", "--model-kwargs", "[2]"], ["--model-kwargs", "JSON object", "'[2]'"]),
+    (["bench", "overhead", "--device", "foo"], ["'foo'", "cpu", "cuda"]),
+    *([] if torch.cuda.is_available() else [(["bench", "overhead", "--device", "cuda"], ["'cuda'", "not available"])]),
     (["bench", "pipeline", "--schedule", "sideways"], ["'sideways'", "local", "gpipe", "1f1b", "ddp"]),
     (["bench", "pipeline", "--method", "sideways", "--comm-only"], ["'sideways'", "greedy", "chunked-K"]),
     (["bench", "pipeline", "--stages", "0"], ["stages", "0", "positive integer"]),
