@@ -1,0 +1,135 @@
+"""``paper-repro bench pipeline``: throughput, busy time, communication and memory per stage.
+
+    paper-repro bench pipeline --model resnet34 --image-size 224 --stages 4 --micro-batch 8 \\
+        --micro-batches 16 --schedule local --json out.json
+    paper-repro bench pipeline --model resnet34 --image-size 224 --stages 4 --comm-only --schedule all
+
+Training runs start ``--stages`` local processes through :func:`.launch.launch` (use
+``torchrun -m paper_repro.distributed.run`` for several GPUs or nodes); ``--comm-only`` computes
+the bytes from the boundary tensors' shapes and dtypes in this process without training, for
+models too large for the machine at hand.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+from .launch import PipelineError, launch
+from .report import format_table, format_targets, median_records, targets, to_frame
+from .run import add_arguments, configs_from_args, prepare, write_json
+from .stages import PipelineConfig, boundary_records, label_info, predicted_comm
+
+
+def run_pipeline(configs: PipelineConfig | list[PipelineConfig], *, timeout: float | None = None,
+                 progress: bool = True, **launch_kwargs) -> list[dict]:
+    """Train each config in ``stages`` local processes (one launch for all); one record each.
+
+    The stage plan of every config is checked here first, so bad settings (e.g. overlapping
+    windows across stages) raise ValueError before any process starts."""
+    configs = [configs] if isinstance(configs, PipelineConfig) else list(configs)
+    plans: dict[tuple, list[int]] = {}
+    resolved = []
+    for cfg in configs:
+        cfg.validate()
+        key = (cfg.model, str(cfg.model_kwargs), cfg.local_method, cfg.stages, str(cfg.split), cfg.balance,
+               cfg.dtype, cfg.image_size, cfg.dataset, cfg.micro_batch if cfg.balance == "time" else None)
+        if key not in plans:
+            plans[key] = prepare(cfg)[4].modules
+        # a measured cut is fixed here, once, so every schedule and stage uses the same one
+        split = [mods[0] for mods in plans[key][1:]]
+        resolved.append(dataclasses.replace(cfg, split=split) if cfg.balance == "time" else cfg)
+    return launch(resolved, timeout=timeout, progress=progress, **launch_kwargs)
+
+
+def comm_only(configs: PipelineConfig | list[PipelineConfig]) -> list[dict]:
+    """Bytes crossing the stage boundaries per sample, per micro-batch and per step, from the
+    boundary tensors' shapes and dtypes (no processes, no training)."""
+    configs = [configs] if isinstance(configs, PipelineConfig) else list(configs)
+    records = []
+    cache = {}
+    for cfg in configs:
+        cfg.validate()
+        key = (cfg.model, str(cfg.model_kwargs), cfg.local_method, cfg.stages, str(cfg.split), cfg.dtype,
+               cfg.image_size)
+        if key not in cache:
+            _, spec, learner, infos, plan = prepare(cfg)
+            grad_bytes = sum(p.numel() * p.element_size() for p in learner.net.parameters())
+            cache[key] = (spec, infos, plan, grad_bytes)
+        spec, infos, plan, grad_bytes = cache[key]
+        pred = predicted_comm(cfg, plan, infos, spec, grad_bytes)
+        B, M = cfg.micro_batch, cfg.micro_batches
+        lshape, ldtype = label_info(spec)
+        records.append({
+            "schedule": cfg.schedule, "comm_only": True,
+            "method": cfg.local_method if cfg.schedule == "local" else "backprop",
+            "model": cfg.model, "model_kwargs": cfg.model_kwargs, "image_size": cfg.image_size,
+            "stages": cfg.stages, "micro_batch": B, "micro_batches": M, "dtype": cfg.dtype,
+            "samples_per_s": None, "busy_fraction_per_stage": None, "peak_mem_bytes_per_stage": None,
+            "comm_bytes_per_sample": {"forward": pred["forward"], "backward": pred["backward"]},
+            "comm_bytes_detail_per_sample": {k: v for k, v in pred.items() if k != "per_boundary"},
+            "comm_bytes_per_micro_batch": {"forward": pred["forward"] * B, "backward": pred["backward"] * B},
+            "comm_bytes_per_step": {"forward": pred["forward"] * B * M, "backward": pred["backward"] * B * M},
+            "comm_bytes_predicted_per_boundary": pred["per_boundary"],
+            "split": plan.to_dict(),
+            "boundaries": boundary_records(plan, infos, B),
+            "labels": {"shape": [B, *lshape], "dtype": str(ldtype).replace("torch.", "")},
+            "param_bytes": grad_bytes,
+        })
+    return records
+
+
+def _cmd_pipeline(args) -> int:
+    configs = configs_from_args(args)
+    if args.comm_only:
+        records = comm_only(configs)
+    else:
+        try:
+            records = run_pipeline(configs, timeout=args.launch_timeout, progress=not args.no_progress,
+                                   keep_logs=True)
+        except PipelineError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+    if args.repeats > 1 and not args.comm_only:
+        records = median_records(records)
+    print(format_table(records))
+    if len({r["schedule"] for r in records}) > 1 and not args.comm_only:
+        print()
+        print(format_targets(targets(records)))
+    if args.json:
+        write_json(records, args.json)
+        csv = Path(args.json).with_suffix(".csv")
+        to_frame(records).to_csv(csv, index=False)
+        print(f"results written to {args.json} and {csv} (one row per run and stage)")
+    return 0
+
+
+def add_cli(bench_subparsers) -> argparse.ArgumentParser:
+    """Register ``pipeline`` on the ``bench`` command's subparsers."""
+    p = bench_subparsers.add_parser("pipeline", help="local-parallel pipeline vs pipelined backprop vs DDP",
+                                    description=__doc__.splitlines()[0])
+    add_arguments(p)
+    p.add_argument("--comm-only", action="store_true",
+                   help="only compute the bytes from the boundary shapes (no processes, no training)")
+    p.add_argument("--launch-timeout", type=float, default=None, help="kill the run after this many seconds")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=_cmd_pipeline)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone: ``python -m paper_repro.distributed.bench pipeline ...``."""
+    parser = argparse.ArgumentParser(prog="python -m paper_repro.distributed.bench")
+    sub = parser.add_subparsers(dest="bench_command", required=True)
+    add_cli(sub)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

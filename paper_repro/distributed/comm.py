@@ -1,0 +1,289 @@
+"""Process group, failure handling and counted point-to-point messages.
+
+Start-up follows ``torchrun``'s environment (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
+``MASTER_ADDR``, ``MASTER_PORT``, ``TORCHELASTIC_USE_AGENT_STORE``); the package launcher
+(:mod:`paper_repro.distributed.launch`) sets the same variables, so one code path serves both.
+
+Failures. Every blocking wait is bounded by the process group's ``timeout``. On top of that a
+:class:`Watchdog` thread in each process
+
+* bumps a heartbeat counter in the rendezvous store every second,
+* checks an ``abort`` key; a stage that raises writes ``"stage K ... failed: ..."`` there
+  (first writer wins), and the launcher writes it when a process dies (e.g. SIGKILL),
+* declares a stage dead when its heartbeat has not moved for ``heartbeat_timeout`` seconds
+  (covers a killed process on another node under ``torchrun``),
+
+and when any of these fires it prints the message naming the failed stage and ends its own
+process with exit status 3 (``EXIT_PEER_FAILED``). A stage's own error exits with status 1.
+"""
+from __future__ import annotations
+
+import collections
+import datetime
+import os
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+EXIT_FAILED = 1
+EXIT_PEER_FAILED = 3
+ABORT_KEY = "abort"
+
+
+@dataclass
+class Context:
+    rank: int
+    world: int
+    local_rank: int
+    device: torch.device
+    backend: str
+    store: dist.Store           # our own namespace in the rendezvous store
+    watchdog: "Watchdog"
+    timeout: float
+
+    def progress(self, n: int = 1) -> None:
+        """Tell the launcher's progress bar that ``n`` more micro-batches are done (rank 0 only)."""
+        if self.rank == 0:
+            self.store.add("progress", n)
+
+
+def _env_int(name: str, default: int | None = None) -> int:
+    value = os.environ.get(name)
+    if value is None:
+        if default is None:
+            raise ValueError(f"environment variable {name} is not set: start the workers with torchrun "
+                             f"or paper_repro.distributed.launch")
+        return default
+    return int(value)
+
+
+def _store_client(host: str, port: int, timeout: float) -> dist.TCPStore:
+    return dist.TCPStore(host, port, is_master=False, timeout=datetime.timedelta(seconds=timeout))
+
+
+def init(device: str = "cpu", timeout: float = 300.0, heartbeat_timeout: float = 30.0) -> Context:
+    """Join the process group (gloo on CPU, nccl on CUDA) and start the watchdog."""
+    rank, world = _env_int("RANK"), _env_int("WORLD_SIZE")
+    local_rank = _env_int("LOCAL_RANK", rank)
+    host, port = os.environ.get("MASTER_ADDR", "127.0.0.1"), _env_int("MASTER_PORT")
+    agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "False") == "True"
+    td = datetime.timedelta(seconds=timeout)
+    start_td = datetime.timedelta(seconds=max(timeout, 300.0))  # connecting, start-up, store reads
+    base = dist.TCPStore(host, port, world, is_master=(rank == 0 and not agent_store), timeout=start_td,
+                         wait_for_workers=False)
+    run_id = f"{os.environ.get('TORCHELASTIC_RUN_ID', 'run')}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    store = dist.PrefixStore(f"paper_repro/{run_id}/", base)
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError("device 'cuda' requested but torch.cuda.is_available() is False")
+        torch.cuda.set_device(local_rank)
+        dev, backend = torch.device("cuda", local_rank), "nccl"
+    else:
+        dev, backend = torch.device("cpu"), "gloo"
+    _wait_for_everyone(store, world, max(timeout, 300.0))  # start-up skew must not eat a short timeout
+    dist.init_process_group(backend, store=dist.PrefixStore("pg/", store), rank=rank, world_size=world,
+                            timeout=td)
+    watchdog = Watchdog(rank, world, host, port, f"paper_repro/{run_id}/", heartbeat_timeout, timeout)
+    watchdog.start()
+    return Context(rank, world, local_rank, dev, backend, store, watchdog, timeout)
+
+
+def _wait_for_everyone(store: dist.Store, world: int, seconds: float) -> None:
+    store.add("joined", 1)
+    deadline = time.monotonic() + seconds
+    while (joined := store.add("joined", 0)) < world:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {joined} of {world} stages joined within {seconds:.0f} s")
+        time.sleep(0.05)
+
+
+class Watchdog(threading.Thread):
+    """Heartbeats plus the abort check; ends this process when another stage has failed."""
+
+    def __init__(self, rank: int, world: int, host: str, port: int, prefix: str,
+                 heartbeat_timeout: float, timeout: float, interval: float = 0.2):
+        super().__init__(name=f"watchdog-{rank}", daemon=True)
+        self.rank, self.world, self.interval = rank, world, interval
+        self.heartbeat_timeout = heartbeat_timeout
+        self.store = dist.PrefixStore(prefix, _store_client(host, port, min(timeout, 30.0)))
+        self.finished = threading.Event()
+
+    def run(self) -> None:
+        last_seen: dict[int, tuple[int, float]] = {}
+        next_beat = 0.0
+        while not self.finished.is_set():
+            try:
+                now = time.monotonic()
+                if now >= next_beat:
+                    self.store.add(f"hb/{self.rank}", 1)
+                    next_beat = now + 1.0
+                    for peer in range(self.world):
+                        if peer == self.rank or self.store.check([f"done/{peer}"]):
+                            continue
+                        count = self.store.add(f"hb/{peer}", 0)
+                        if peer not in last_seen or last_seen[peer][0] != count:
+                            last_seen[peer] = (count, now)
+                        elif now - last_seen[peer][1] > self.heartbeat_timeout:
+                            report_failure(self.store, f"stage {peer} stopped responding: no heartbeat for "
+                                                       f"{now - last_seen[peer][1]:.0f} s (killed or hung)")
+                if self.store.check([ABORT_KEY]):
+                    self.exit_peer_failed(self.store.get(ABORT_KEY).decode())
+            except Exception as err:  # the store itself is gone: the launcher or rank-0 host died
+                if self.finished.is_set():
+                    return
+                self.exit_peer_failed(f"lost the rendezvous store ({type(err).__name__}: {err}); "
+                                      f"the launcher or the process hosting it has died")
+            self.finished.wait(self.interval)
+
+    def exit_peer_failed(self, message: str) -> None:
+        print(f"[stage {self.rank}] stopping because {message}", file=sys.stderr, flush=True)
+        os._exit(EXIT_PEER_FAILED)
+
+    def wait_for_abort(self, seconds: float) -> str | None:
+        """The abort message if one appears within ``seconds`` (used after a failed message)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                if self.store.check([ABORT_KEY]):
+                    return self.store.get(ABORT_KEY).decode()
+            except Exception:
+                return None
+            time.sleep(0.1)
+        return None
+
+
+def report_failure(store: dist.Store, message: str) -> str:
+    """Record ``message`` as the reason for stopping unless an earlier failure was recorded;
+    returns the message that won."""
+    return store.compare_set(ABORT_KEY, "", message).decode()
+
+
+def peer_may_have_died(err: BaseException) -> bool:
+    """A message failed because the other side went away (not a timeout, not our own bug)."""
+    text = str(err)
+    return any(key in text for key in ("Connection closed by peer", "Connection reset", "Broken pipe",
+                                       "closed by peer", "ECONNRESET", "NCCL communicator was aborted"))
+
+
+def handle_exception(ctx: Context | None, err: BaseException) -> int:
+    """Turn an exception in a stage into an exit status, naming the stage that failed first."""
+    rank = ctx.rank if ctx is not None else os.environ.get("RANK", "?")
+    if ctx is not None and peer_may_have_died(err):
+        # the other side went away: give the launcher / the heartbeats time to say who it was
+        culprit = ctx.watchdog.wait_for_abort(ctx.watchdog.heartbeat_timeout + 5.0)
+        if culprit is not None:
+            print(f"[stage {rank}] stopping because {culprit}", file=sys.stderr, flush=True)
+            return EXIT_PEER_FAILED
+    message = f"stage {rank} failed: {type(err).__name__}: {err}".strip()
+    traceback.print_exception(type(err), err, err.__traceback__, file=sys.stderr)
+    if ctx is not None:
+        try:
+            winner = report_failure(ctx.store, message)
+        except Exception:
+            winner = message
+        if winner != message:
+            print(f"[stage {rank}] stopping because {winner}", file=sys.stderr, flush=True)
+            return EXIT_PEER_FAILED
+    print(f"[stage {rank}] {message}", file=sys.stderr, flush=True)
+    return EXIT_FAILED
+
+
+def finish(ctx: Context) -> None:
+    """Mark this stage done (peers stop watching its heartbeat), then meet everyone."""
+    ctx.store.set(f"done/{ctx.rank}", "1")
+    dist.barrier()
+
+
+def shutdown(ctx: Context) -> None:
+    ctx.watchdog.finished.set()
+    dist.destroy_process_group()
+
+
+# ------------------------------------------------------------------------ counted messages
+def nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def _wait(work, what: str) -> None:
+    """``work.wait()`` (bounded by the process group's timeout) with an error naming the peer."""
+    try:
+        work.wait()
+    except RuntimeError as err:
+        raise RuntimeError(f"{what} failed: {err}") from err
+
+
+class Sender:
+    """Non-blocking sends to one peer, at most ``max_in_flight`` messages outstanding; counts bytes.
+
+    gloo completes a send when the receiver has taken it, so the bound is back-pressure: the
+    sender runs at most ``max_in_flight`` micro-batches ahead of its receiver."""
+
+    def __init__(self, dst: int, max_in_flight: int = 2, tag_base: int = 0):
+        self.dst, self.max_in_flight, self.tag_base = dst, max_in_flight, tag_base
+        self.pending: collections.deque = collections.deque()
+        self.bytes = collections.Counter()
+        self.wait_time = 0.0
+
+    def send(self, tensors: dict[str, torch.Tensor]) -> None:
+        """Send each tensor (in order, tag = position); ``tensors`` keys name the byte counters."""
+        while len(self.pending) >= self.max_in_flight:
+            self._wait_oldest()
+        works = []
+        for tag, (name, t) in enumerate(tensors.items()):
+            t = t.detach().contiguous()
+            works.append((dist.isend(t, self.dst, tag=self.tag_base + tag), t))
+            self.bytes[name] += nbytes(t)
+        self.pending.append(works)
+
+    def _wait_oldest(self) -> None:
+        t0 = time.perf_counter()
+        for work, _ in self.pending.popleft():
+            _wait(work, f"sending to stage {self.dst}")
+        self.wait_time += time.perf_counter() - t0
+
+    def flush(self) -> None:
+        while self.pending:
+            self._wait_oldest()
+
+
+class Receiver:
+    """Receives from one peer; with ``prepost`` the next message is already posted while the
+    current one is used (double buffering). NCCL ignores tags and matches messages between two
+    ranks in the order they are posted, so a receiver that shares its peer with other traffic
+    (the baselines' labels) must not pre-post."""
+
+    def __init__(self, src: int, specs: dict[str, tuple[tuple, torch.dtype]], device: torch.device,
+                 count: int, tag_base: int = 0, prepost: bool = True):
+        self.src, self.specs, self.device, self.remaining = src, specs, device, count
+        self.tag_base, self.prepost = tag_base, prepost
+        self.bytes = collections.Counter()
+        self.wait_time = 0.0
+        self.posted = self._post() if count > 0 and prepost else None
+
+    def _post(self):
+        if self.remaining <= 0:
+            raise RuntimeError(f"Receiver: no message left to receive from stage {self.src}")
+        self.remaining -= 1
+        out = {}
+        for tag, (name, (shape, dtype)) in enumerate(self.specs.items()):
+            buf = torch.empty(shape, dtype=dtype, device=self.device)
+            out[name] = (dist.irecv(buf, self.src, tag=self.tag_base + tag), buf)
+        return out
+
+    def recv(self) -> dict[str, torch.Tensor]:
+        t0 = time.perf_counter()
+        current = self.posted if self.prepost else self._post()
+        if current is None:
+            raise RuntimeError(f"Receiver: no message left to receive from stage {self.src}")
+        for name, (work, buf) in current.items():
+            _wait(work, f"receiving {name} from stage {self.src}")
+            self.bytes[name] += nbytes(buf)
+        self.wait_time += time.perf_counter() - t0
+        if self.prepost:
+            self.posted = self._post() if self.remaining > 0 else None
+        return {name: buf for name, (_, buf) in current.items()}

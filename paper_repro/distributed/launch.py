@@ -1,0 +1,150 @@
+"""Start one worker process per stage on this machine, the way ``torchrun`` does.
+
+:func:`launch` hosts the rendezvous store itself (on a free port), starts
+``python -m paper_repro.distributed.run`` once per stage with torchrun's environment
+variables, shows a progress bar, and watches the processes. When one exits with an error or is
+killed, it records which stage failed in the store (unless the stage already did so itself),
+the others stop within a second and name it, and :func:`launch` raises :class:`PipelineError`
+naming the failed stage. Anything still running ``grace`` seconds after a failure, or after
+``timeout``, is killed.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch.distributed as dist
+from tqdm.auto import tqdm
+
+from .comm import ABORT_KEY, EXIT_PEER_FAILED, report_failure
+from .stages import PipelineConfig
+
+
+class PipelineError(RuntimeError):
+    """A pipeline run failed; ``failed_stage``, ``exit_codes`` and ``logs`` (text per stage) say how."""
+
+    def __init__(self, message: str, failed_stage: int | None, exit_codes: list[int | None], logs: list[str]):
+        super().__init__(message)
+        self.failed_stage, self.exit_codes, self.logs = failed_stage, exit_codes, logs
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+def launch(configs: list[PipelineConfig], *, timeout: float | None = None, grace: float = 60.0,
+           progress: bool = True, keep_logs: bool = False, report_exits: bool = True) -> list[dict]:
+    """Run ``configs`` (same ``stages`` and ``device``) in ``stages`` local processes; returns
+    one record per config (see ``run.summarize``). Raises PipelineError on any failure.
+
+    ``report_exits=False`` leaves naming a dead process to the stages' own heartbeats (what
+    happens on other nodes under torchrun); the tests use it to exercise that path. The stages'
+    logs are in ``PipelineError.logs``; ``keep_logs=True`` also keeps the files of a failed run
+    (named in the message)."""
+    if not configs:
+        raise ValueError("launch needs at least one PipelineConfig")
+    configs = [c.validate() for c in configs]
+    nprocs = configs[0].stages
+    if any(c.stages != nprocs for c in configs):
+        raise ValueError("all configs of one launch must have the same number of stages")
+    workdir = Path(tempfile.mkdtemp(prefix="paper_repro_pipeline_"))
+    (workdir / "configs.json").write_text(json.dumps([c.to_dict() for c in configs]))
+    result_path = workdir / "result.json"
+    master = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                           timeout=datetime.timedelta(seconds=30))
+    store = dist.PrefixStore("paper_repro/run/0/", master)
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(master.port),
+           "WORLD_SIZE": str(nprocs), "LOCAL_WORLD_SIZE": str(nprocs), "TORCHELASTIC_USE_AGENT_STORE": "True",
+           "PYTHONUNBUFFERED": "1"}
+    env.pop("TORCHELASTIC_RUN_ID", None)
+    env.pop("TORCHELASTIC_RESTART_COUNT", None)
+    if configs[0].device == "cpu":
+        env.setdefault("OMP_NUM_THREADS", "1")
+    cmd = [sys.executable, "-m", "paper_repro.distributed.run", "--configs", str(workdir / "configs.json"),
+           "--json", str(result_path), "--quiet"]
+    procs, logs = [], []
+    try:
+        for rank in range(nprocs):
+            log = open(workdir / f"stage{rank}.log", "w")
+            logs.append(log)
+            procs.append(subprocess.Popen(cmd, env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        codes = _watch(procs, store, sum(c.total_micro_batches for c in configs), timeout, grace, progress,
+                       report_exits)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for log in logs:
+            log.close()
+    texts = [(workdir / f"stage{r}.log").read_text(errors="replace") for r in range(nprocs)]
+    failed_run = any(code != 0 for code in codes)
+    records = None if failed_run else json.loads(result_path.read_text())
+    keep = keep_logs and failed_run
+    if not keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if failed_run:
+        reason = store.get(ABORT_KEY).decode() if store.check([ABORT_KEY]) else "unknown failure"
+        failed = next((r for r, c in enumerate(codes) if c not in (0, EXIT_PEER_FAILED)), None)
+        def tail(r, code, text):
+            status = _describe_exit(code) if code is not None else "not started"
+            where = f" {workdir / f'stage{r}.log'}" if keep else ""
+            return f"--- stage {r} ({status}), last lines of its log{where}:\n" + "\n".join(
+                text.strip().splitlines()[-8:])
+
+        tails = "\n".join(tail(r, c, t) for r, (c, t) in enumerate(zip(codes, texts)))
+        raise PipelineError(f"pipeline failed: {reason}\n{tails}", failed, codes, texts)
+    return records
+
+
+def _watch(procs, store, total: int, timeout: float | None, grace: float, progress: bool,
+           report_exits: bool) -> list[int | None]:
+    start = time.monotonic()
+    failed_at = None
+    bar = tqdm(total=total, desc=f"pipeline x{len(procs)} processes", unit="mb", disable=not progress,
+               leave=False, mininterval=0.5)
+    try:
+        while True:
+            codes = [p.poll() for p in procs]
+            for rank, code in enumerate(codes):
+                if code not in (None, 0) and failed_at is None:
+                    failed_at = time.monotonic()
+                    if report_exits:
+                        report_failure(store, f"stage {rank} (pid {procs[rank].pid}) {_describe_exit(code)}")
+            if all(c is not None for c in codes):
+                return codes
+            now = time.monotonic()
+            if failed_at is not None and now - failed_at > grace:
+                _kill(procs)
+            elif timeout is not None and now - start > timeout and failed_at is None:
+                failed_at = now
+                report_failure(store, f"the launcher's timeout of {timeout:.0f} s ran out")
+                grace = min(grace, 10.0)
+            try:
+                done = store.add("progress", 0)
+                bar.update(done - bar.n)
+            except Exception:  # progress is cosmetic
+                pass
+            time.sleep(0.1)
+    finally:
+        bar.close()
+
+
+def _kill(procs) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.kill()

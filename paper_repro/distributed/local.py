@@ -1,0 +1,141 @@
+"""The local-parallel pipeline: one process per stage, activations forward only.
+
+Stage ``s`` holds local modules ``plan.modules[s]`` with their heads and its own optimizer.
+For every micro-batch it takes ``(h, y)`` (stage 0 from the data, the others from stage
+``s-1``), runs its modules one after the other -- each module's forward, then at once its
+backward, since a module's input is detached -- sends the boundary activation and the labels
+to stage ``s+1`` as soon as the forward has produced them (non-blocking, at most
+``max_in_flight`` outstanding), and steps its optimizer. No gradient ever comes back, there is
+no flush, and a stage never waits for anything downstream except back-pressure.
+
+Because a local module depends on nothing downstream, micro-batch ``i`` on stage ``s`` sees
+exactly the parameters and inputs that step ``i`` of the single-process learner sees (batch
+size = ``micro_batch``), so after N micro-batches every parameter is the single-process one.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+
+import torch
+
+from . import comm
+from .memory import SavedTensorMeter, peak_memory, state_bytes
+from .stages import PipelineConfig, label_info, parse_fault
+
+
+def make_optimizer(cfg: PipelineConfig, params) -> torch.optim.Optimizer:
+    """The single-process trainer's optimizer (Adam, or SGD with momentum 0.9) for ``params``."""
+    from ..train import TrainConfig, make_optimizer as train_optimizer
+
+    return train_optimizer(TrainConfig(optimizer=cfg.optimizer, lr=cfg.lr), params)
+
+
+def maybe_fail(cfg: PipelineConfig, rank: int, index: int) -> None:
+    """Fault injection for the failure tests: raise, SIGKILL or hang this stage at micro-batch ``index``."""
+    fault = parse_fault(cfg.fault)
+    if fault is None or fault[1] != rank or fault[2] != index:
+        return
+    if fault[0] == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if fault[0] == "hang":
+        time.sleep(10 ** 6)
+    raise RuntimeError(f"injected fault at micro-batch {index} (fault={cfg.fault!r})")
+
+
+def keep_only(learner, blocks: list[int], modules: list[int]) -> None:
+    """Free every block and head that is not this stage's (shapes were planned beforehand)."""
+    keep_heads = set(modules)
+    for b in range(len(learner.net.blocks)):
+        if b not in blocks:
+            learner.net.blocks[b] = torch.nn.Identity()
+    for m in range(len(learner.heads)):
+        if m not in keep_heads:
+            learner.heads[m] = torch.nn.Identity()
+    if len(learner.module_blocks) - 1 not in keep_heads:
+        learner.net.head = torch.nn.Identity()
+
+
+def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec, batches) -> dict:
+    s, S = ctx.rank, plan.stages
+    mods = plan.modules[s]
+    params = list({id(p): p for m in mods for p in learner.module_parameters(m)}.values())
+    opt = make_optimizer(cfg, params)
+    total = cfg.total_micro_batches
+    B = cfg.micro_batch
+    lshape, ldtype = label_info(spec)
+
+    receiver = None
+    if s > 0:
+        info = infos[plan.send_blocks[s - 1]]
+        receiver = comm.Receiver(s - 1, {"activations": ((B, *info.shape), info.dtype),
+                                         "labels": ((B, *lshape), ldtype)}, ctx.device, total)
+    sender = comm.Sender(s + 1, cfg.max_in_flight) if s < S - 1 else None
+    send_block = plan.send_blocks[s] if s < S - 1 else None
+    meter = SavedTensorMeter(exclude=params) if ctx.device.type == "cpu" else contextlib.nullcontext()
+
+    warm = cfg.warmup_steps * cfg.micro_batches
+    phases = dict.fromkeys(("data", "forward_backward", "optimizer", "send_blocked", "recv_wait"), 0.0)
+    busy, done_at, losses = [], [], []
+    scale = 1.0 / cfg.update_every
+    loop_start = time.perf_counter()
+    for i in range(total):
+        maybe_fail(cfg, s, i)
+        t = {"recv_wait": 0.0, "send_blocked": 0.0}
+        t0 = time.perf_counter()
+        if receiver is None:
+            x, y = next(batches)
+            x, y = x.to(ctx.device), y.to(ctx.device)
+        else:
+            msg = receiver.recv()
+            x, y = msg["activations"], msg["labels"]
+            t["recv_wait"] = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        t["data"] = t1 - t0 - t["recv_wait"]
+        outs = {learner.input_block(mods[0]): x}
+        with meter:
+            for m in mods:
+                block_outs, loss = learner.module_loss(m, outs[learner.input_block(m)], y)
+                for b, h in block_outs.items():
+                    outs.setdefault(b, h)
+                if sender is not None and send_block in block_outs:
+                    waited = sender.wait_time
+                    sender.send({"activations": outs[send_block], "labels": y})
+                    t["send_blocked"] += sender.wait_time - waited
+                (loss * scale if cfg.update_every > 1 else loss).backward()
+        losses.append(loss.detach())
+        t2 = time.perf_counter()
+        t["forward_backward"] = t2 - t1 - t["send_blocked"]
+        if (i + 1) % cfg.update_every == 0:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        if ctx.device.type == "cuda":
+            torch.cuda.synchronize(ctx.device)
+        t3 = time.perf_counter()
+        t["optimizer"] = t3 - t2
+        busy.append(t["data"] + t["forward_backward"] + t["optimizer"])
+        done_at.append(t3)
+        if i >= warm:
+            for k, v in t.items():
+                phases[k] += v
+        ctx.progress()
+    if sender is not None:
+        sender.flush()
+
+    stats = timing(busy[warm:], done_at[-1] - (done_at[warm - 1] if warm else loop_start))
+    stats.update({
+        "samples_timed": (total - warm) * B,
+        "phases_s": phases,
+        "sent_bytes": dict(sender.bytes) if sender else {},
+        "received_bytes": dict(receiver.bytes) if receiver else {},
+        "memory": peak_memory(ctx.device, getattr(meter, "peak", 0), 0, state_bytes(params, opt)),
+        "last_loss": float(losses[-1]),
+    })
+    return stats
+
+
+def timing(busy: list[float], window: float) -> dict:
+    """Busy seconds (computing, not waiting for messages) over the timed window."""
+    return {"window_s": window, "busy_s": sum(busy), "busy_fraction": sum(busy) / window if window > 0 else None}

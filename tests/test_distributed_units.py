@@ -1,0 +1,128 @@
+"""Single-process parts of paper_repro.distributed: stage cut, memory meter, comm-only CLI, tables."""
+import json
+
+import pytest
+import torch
+import torch.nn as nn
+
+from paper_repro import methods, models
+from paper_repro.distributed import bench, report
+from paper_repro.distributed.memory import SavedTensorMeter, saved_bytes_of, state_bytes
+from paper_repro.distributed.stages import PipelineConfig, balanced_split, plan_stages, predicted_comm
+
+
+@pytest.mark.parametrize("costs,stages,expected", [
+    ([1, 1, 1, 1], 2, [2]),
+    ([5, 1, 1, 1, 1, 1], 2, [1]),
+    ([1, 2, 3, 4, 5, 6], 3, [3, 5]),
+    ([3, 3, 3], 3, [1, 2]),
+])
+def test_balanced_split_minimises_the_largest_stage(costs, stages, expected):
+    assert balanced_split(costs, stages) == expected
+
+
+def test_plan_sends_the_input_block_of_the_next_stage():
+    learner = methods.build(models.mlp(depth=6, width=8, in_dim=4), "chunked-3")
+    plan = plan_stages(learner, 3)
+    assert plan.modules == [[0], [1], [2]] and plan.blocks == [[0, 1], [2, 3], [4, 5]]
+    assert plan.send_blocks == [learner.input_block(1), learner.input_block(2)] == [1, 3]
+    greedy = methods.build(models.mlp(depth=6, width=8, in_dim=4), "greedy")
+    assert plan_stages(greedy, 2, split=[4]).blocks == [[0, 1, 2, 3], [4, 5]]
+    with pytest.raises(ValueError, match="shares block 3 between local module 2 .stage 0. and local module 3"):
+        plan_stages(methods.build(models.mlp(depth=6, width=8, in_dim=4), "overlapping"), 2, split=[3])
+
+
+def test_saved_tensor_meter_counts_what_autograd_keeps_and_releases_it():
+    lin = nn.Linear(10, 20)
+    x = torch.randn(4, 10)
+    meter = SavedTensorMeter(exclude=list(lin.parameters()))
+    with meter:
+        out = torch.relu(lin(x)).sum()
+    # linear keeps its input (4x10), relu keeps its output (4x20); the weight is excluded
+    assert meter.peak == meter.current == (4 * 10 + 4 * 20) * 4
+    out.backward()
+    assert meter.current == 0 and meter.peak == 480
+
+
+def test_saved_bytes_of_leaves_batchnorm_statistics_alone():
+    bn = nn.Sequential(nn.Conv2d(3, 4, 3, bias=False), nn.BatchNorm2d(4))
+    before = {k: v.clone() for k, v in bn.state_dict().items()}
+    x = torch.randn(2, 3, 6, 6)
+    assert saved_bytes_of(bn, x, exclude=list(bn.parameters())) > 0
+    assert all(torch.equal(before[k], v) for k, v in bn.state_dict().items())
+
+
+def test_state_bytes_counts_params_grads_and_adam_state():
+    lin = nn.Linear(3, 2)
+    opt = torch.optim.Adam(lin.parameters())
+    lin(torch.randn(1, 3)).sum().backward()
+    opt.step()
+    assert state_bytes(list(lin.parameters()), opt) == {"params": 32, "grads": 32, "optimizer": 64}
+
+
+def test_comm_only_cli_writes_json(tmp_path, capsys):
+    out = tmp_path / "comm.json"
+    code = bench.main(["pipeline", "--model", "resnet18", "--model-kwargs", '{"width": 8}', "--image-size", "16",
+                       "--stages", "3", "--micro-batch", "4", "--micro-batches", "12", "--schedule", "local,gpipe,ddp", "--comm-only",
+                       "--json", str(out)])
+    assert code == 0
+    assert "local" in capsys.readouterr().out
+    records = json.loads(out.read_text())
+    assert [r["schedule"] for r in records] == ["local", "gpipe", "ddp"]
+    local, gpipe, ddp = records
+    for key in ("schedule", "stages", "micro_batch", "samples_per_s", "comm_bytes_per_sample",
+                "peak_mem_bytes_per_stage"):
+        assert key in local
+    # independent count: the output of each send block of a fresh resnet18(width 8) on 16x16 inputs
+    torch.manual_seed(0)
+    net = models.resnet("resnet18", num_classes=10, small_input=True, width=8)
+    h, outs = torch.zeros(1, 3, 16, 16), []
+    with torch.no_grad():
+        for block in net.eval().blocks:
+            h = block(h)
+            outs.append(h.numel() * 4)
+    acts = sum(outs[b] for b in local["split"]["send_blocks"])
+    assert local["comm_bytes_per_sample"] == {"forward": acts + 8 * 2, "backward": 0}
+    assert gpipe["comm_bytes_per_sample"] == {"forward": acts + 8, "backward": acts}
+    params = sum(p.numel() * 4 for p in net.parameters())
+    assert ddp["comm_bytes_per_sample"]["backward"] == pytest.approx(2 * 2 * params / (4 * 12))
+    assert local["comm_bytes_per_micro_batch"]["forward"] == local["comm_bytes_per_sample"]["forward"] * 4
+
+
+def test_bad_cli_values_exit_2(capsys):
+    assert bench.main(["pipeline", "--comm-only", "--dtype", "float32", "--stages", "0"]) == 2
+    assert "stages must be a positive integer, got 0" in capsys.readouterr().err
+
+
+def test_targets_compare_runs_side_by_side():
+    def rec(schedule, sps, mem, comm):
+        return {"schedule": schedule, "micro_batch": 8, "samples_per_s": sps, "busy_fraction_per_stage": [0.95, 0.92],
+                "peak_mem_bytes_per_stage": mem, "comm_bytes_per_sample": comm}
+    rows = report.targets([rec("local", 130, [90, 80], {"forward": 10, "backward": 0}),
+                           rec("1f1b-recompute", 100, [100, 80], {"forward": 10, "backward": 10}),
+                           rec("gpipe", 120, [300, 200], {"forward": 10, "backward": 10})])
+    got = {r["target"]: (round(r["value"], 3), r["met"]) for r in rows}
+    assert got["throughput local / 1F1B+recompute"] == (1.3, True)
+    assert got["throughput local / best(GPipe, 1F1B)"] == (1.083, True)
+    assert got["comm bytes local / pipelined backprop"] == (0.5, True)
+    assert got["peak memory local / 1F1B+recompute (worst stage)"] == (1.0, True)
+    assert "MISSED" not in report.format_targets(rows)
+
+
+def test_profiles():
+    assert report.profile_settings("quick")["stages"] == 2
+    with pytest.raises(ValueError, match="unknown profile 'huge'; valid: quick, cpu, full"):
+        report.profile_settings("huge")
+
+
+def test_predicted_comm_for_ddp_is_a_ring_allreduce():
+    learner = methods.build(models.mlp(depth=4, width=8, in_dim=4), "chunked-2")
+    from paper_repro.distributed.stages import boundary_info
+    from types import SimpleNamespace
+    spec = SimpleNamespace(kind="image", input_shape=(1, 2, 2), seq_len=None, num_classes=10)
+    infos = boundary_info(learner, spec)
+    cfg = PipelineConfig(schedule="ddp", stages=2, micro_batch=2, micro_batches=4)
+    plan = plan_stages(learner, 2)
+    assert predicted_comm(cfg, plan, infos, spec, 1000) == {
+        "forward": 0, "backward": 2 * 1 * 1000 / 8, "forward_activations": 0, "forward_labels": 0,
+        "per_boundary": []}
