@@ -332,3 +332,8 @@ def claims_table(speedups: pd.DataFrame, paper_claim: float | None, label: str) 
                    compute=best["compute"],
                    measured_high_compute=f"{top['speedup']:.2f}x ({top['method']}, target {top['target']:g})")
     return pd.DataFrame([row])
+
+
+# The similarity probes (gradient cosine, linear CKA) live in paper_repro.similarity; they are
+# re-exported here so that `paper_repro.analysis` is the one place to look for analysis functions.
+from .similarity import cka_table, gradient_cosine, GradientCosineRecorder, linear_cka  # noqa: E402,F401
