@@ -1,9 +1,21 @@
 """A stage that raises, is killed or hangs makes every other stage exit non-zero quickly with a
-message naming it; bad combinations are refused before any process starts."""
+message naming it; a stage that cannot reach its peers at start-up fails within the start-up
+timeout with one line saying what it tried to reach; bad combinations are refused before any
+process starts."""
+import datetime
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
+import torch.distributed as dist
 
+from paper_repro.distributed import bench, comm
 from paper_repro.distributed.bench import run_pipeline
 from paper_repro.distributed.comm import EXIT_FAILED, EXIT_PEER_FAILED
 from paper_repro.distributed.launch import PipelineError
@@ -21,22 +33,47 @@ def _fail(stages, fault, launch_kwargs=(), **kw):
     return info.value, time.monotonic() - t0
 
 
-def test_a_stage_that_raises_stops_the_others(tmp_path):
-    err, _ = _fail(2, "raise@1:3")
+@pytest.mark.parametrize("stages", [2, 3])
+def test_a_stage_that_raises_stops_the_others_within_60s(stages):
+    err, seconds = _fail(stages, "raise@1:3")
+    others = [r for r in range(stages) if r != 1]
     assert err.failed_stage == 1
-    assert err.exit_codes == [EXIT_PEER_FAILED, EXIT_FAILED]
-    assert "stage 1 failed: RuntimeError: injected fault at micro-batch 3" in str(err)
-    assert "stopping because stage 1 failed" in err.logs[0]
+    assert err.exit_codes[1] == EXIT_FAILED and all(err.exit_codes[r] == EXIT_PEER_FAILED for r in others)
+    assert str(err).startswith("pipeline failed: stage 1 failed: RuntimeError: injected fault at micro-batch 3")
+    for rank in others:
+        assert "stopping because stage 1 failed" in err.logs[rank]
+    assert seconds < 60  # includes the start-up of the interpreters
 
 
-def test_a_killed_stage_stops_the_others_within_60s():
-    err, seconds = _fail(3, "kill@1:2")
-    assert err.failed_stage == 1
-    assert err.exit_codes[1] == -9 and err.exit_codes[0] == err.exit_codes[2] == EXIT_PEER_FAILED
-    assert "stage 1 (pid" in str(err) and "killed by signal SIGKILL" in str(err)
-    for rank in (0, 2):
-        assert "stopping because stage 1" in err.logs[rank]
-    assert seconds < 60  # includes the start-up of three interpreters
+@pytest.mark.parametrize("stages,via", [(2, "cli"), (3, "api")])
+def test_a_killed_stage_stops_the_others_within_60s(stages, via, capsys):
+    others = [r for r in range(stages) if r != 1]
+    if via == "api":
+        err, seconds = _fail(stages, "kill@1:2")
+        assert err.failed_stage == 1
+        assert err.exit_codes[1] == -9 and all(err.exit_codes[r] == EXIT_PEER_FAILED for r in others)
+        message, logs = str(err), err.logs
+    else:  # paper-repro bench pipeline: exit status 1, the launcher's message on stderr
+        t0 = time.monotonic()
+        code = bench.main(["pipeline", "--stages", str(stages), "--model", "mlp", "--model-kwargs",
+                           '{"depth": 4, "width": 16}', "--image-size", "4", "--micro-batch", "2",
+                           "--micro-batches", "4", "--steps", "2", "--fault", "kill@1:2",
+                           "--launch-timeout", "120", "--no-progress"])
+        seconds = time.monotonic() - t0
+        assert code == 1
+        message = capsys.readouterr().err
+        kept = re.findall(r"last lines of its log (\S+):", message)  # the CLI keeps a failed run's logs
+        assert len(kept) == stages
+        logs = [Path(path).read_text() for path in kept]
+        shutil.rmtree(Path(kept[0]).parent)
+        assert message.startswith("error: pipeline failed: stage 1 (pid")
+        for rank in others:
+            assert f"--- stage {rank} (exited with status {EXIT_PEER_FAILED})" in message
+        assert "--- stage 1 (was killed by signal SIGKILL)" in message
+    assert "stage 1 (pid" in message and "killed by signal SIGKILL" in message
+    for rank in others:
+        assert "stopping because stage 1" in logs[rank]
+    assert seconds < 60
 
 
 def test_without_the_launcher_heartbeats_name_the_killed_stage():
@@ -56,6 +93,80 @@ def test_a_hung_stage_makes_its_neighbour_time_out_naming_it():
     assert seconds < 60
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stage_env(monkeypatch, rank, world, port, agent_store=False):
+    for key, value in dict(RANK=rank, WORLD_SIZE=world, LOCAL_RANK=rank, MASTER_ADDR="127.0.0.1",
+                           MASTER_PORT=port, TORCHELASTIC_USE_AGENT_STORE=agent_store).items():
+        monkeypatch.setenv(key, str(value))
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    monkeypatch.delenv("TORCHELASTIC_RESTART_COUNT", raising=False)
+
+
+def test_a_stage_whose_store_nobody_hosts_fails_within_the_init_timeout(monkeypatch):
+    port = _free_port()  # nobody listens here
+    _stage_env(monkeypatch, 1, 2, port)
+    t0 = time.monotonic()
+    with pytest.raises(comm.StartupError) as info:
+        comm.init("cpu", timeout=60, init_timeout=2.0)
+    seconds = time.monotonic() - t0
+    assert 1.5 < seconds < 3.5
+    message = str(info.value)
+    assert f"could not reach the rendezvous store at 127.0.0.1:{port}" in message
+    assert "rank 1 of world size 2" in message and "start-up timeout of 2 s" in message
+    assert "Connection refused" in message and "\n" not in message
+
+
+def test_a_stage_whose_peers_never_join_fails_within_the_init_timeout_naming_them(monkeypatch):
+    port = _free_port()
+    _stage_env(monkeypatch, 0, 3, port)  # stage 0 hosts the store; stages 1 and 2 never start
+    t0 = time.monotonic()
+    with pytest.raises(comm.StartupError) as info:
+        comm.init("cpu", timeout=60, init_timeout=2.0)
+    seconds = time.monotonic() - t0
+    assert 1.5 < seconds < 3.5
+    message = str(info.value)
+    assert message.startswith("stage 0 (rank 0 of world size 3) waited 2 s (the start-up timeout) at the "
+                              f"rendezvous store 127.0.0.1:{port}, but stage(s) 1, 2 never joined")
+
+
+def test_a_stage_still_waiting_for_its_peers_stops_when_one_has_failed(monkeypatch):
+    # the launcher hosts the store and records a stage that died before joining; the others stop
+    master = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                           timeout=datetime.timedelta(seconds=10))
+    comm.report_failure(dist.PrefixStore("paper_repro/run/0/", master), "stage 1 (pid 1) exited with status 1")
+    _stage_env(monkeypatch, 0, 2, master.port, agent_store=True)
+    t0 = time.monotonic()
+    with pytest.raises(comm.PeerFailed, match=r"^stage 1 \(pid 1\) exited with status 1$"):
+        comm.init("cpu", timeout=60, init_timeout=30.0)
+    assert time.monotonic() - t0 < 5
+
+
+def test_the_worker_alone_exits_1_with_one_line_naming_what_it_tried_to_reach():
+    # one stage of a 2-stage run, started by hand (as under torchrun) with no stage 0 anywhere
+    port = _free_port()
+    env = {**os.environ, "RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+           "OMP_NUM_THREADS": "1"}
+    env.pop("TORCHELASTIC_USE_AGENT_STORE", None)
+    cmd = [sys.executable, "-m", "paper_repro.distributed.run", "--stages", "2", "--init-timeout", "2",
+           "--model", "mlp", "--model-kwargs", '{"depth": 4, "width": 16}', "--image-size", "4", "--threads", "1"]
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    seconds = time.monotonic() - t0
+    assert proc.returncode == EXIT_FAILED
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr  # no Python traceback, no C++ stack trace from c10d
+    assert lines[0] == (f"error: stage 1 (rank 1 of world size 2) could not reach the rendezvous store at "
+                        f"127.0.0.1:{port} (MASTER_ADDR:MASTER_PORT) within the start-up timeout of 2 s "
+                        f"(last error: [Errno 111] Connection refused); is stage 0 (or torchrun) running there? "
+                        f"Raise --init-timeout if it starts later")
+    assert seconds < 2 + 30  # the timeout plus starting Python and importing torch on a loaded machine
+
+
 def test_overlapping_across_a_stage_boundary_is_refused_before_launch():
     cfg = PipelineConfig(schedule="local", stages=2, method="overlapping", **TINY)
     with pytest.raises(ValueError, match=r"shares block \d+ between local module .* gradient message"):
@@ -70,6 +181,7 @@ def test_overlapping_across_a_stage_boundary_is_refused_before_launch():
     (dict(split=[0]), "split must list 1 increasing module indices"),
     (dict(fault="explode@1:2"), "unknown fault mode 'explode'"),
     (dict(dtype="int8"), "unknown dtype 'int8'"),
+    (dict(init_timeout=0), "init_timeout must be a positive number of seconds, got 0"),
 ])
 def test_bad_settings_are_refused_with_the_valid_choices(changes, match):
     cfg = PipelineConfig(**{**TINY, "method": "greedy", **changes})

@@ -15,12 +15,18 @@ Failures. Every blocking wait is bounded by the process group's ``timeout``. On 
 
 and when any of these fires it prints the message naming the failed stage and ends its own
 process with exit status 3 (``EXIT_PEER_FAILED``). A stage's own error exits with status 1.
+
+Start-up is bounded by ``init_timeout``: a stage that cannot reach the rendezvous store at
+``MASTER_ADDR:MASTER_PORT``, or does not see every other stage join, raises
+:class:`StartupError`; the worker prints it as one line (what it tried to reach, its rank, the
+world size and the timeout; no traceback) and exits with status 1.
 """
 from __future__ import annotations
 
 import collections
 import datetime
 import os
+import socket
 import sys
 import threading
 import time
@@ -33,6 +39,15 @@ import torch.distributed as dist
 EXIT_FAILED = 1
 EXIT_PEER_FAILED = 3
 ABORT_KEY = "abort"
+
+
+class StartupError(RuntimeError):
+    """This stage could not join its peers; the message says what it tried to reach (printed
+    without a traceback)."""
+
+
+class PeerFailed(RuntimeError):
+    """Another stage failed (its message is this one) before this stage's watchdog started."""
 
 
 @dataclass
@@ -66,16 +81,58 @@ def _store_client(host: str, port: int, timeout: float) -> dist.TCPStore:
     return dist.TCPStore(host, port, is_master=False, timeout=datetime.timedelta(seconds=timeout))
 
 
-def init(device: str = "cpu", timeout: float = 300.0, heartbeat_timeout: float = 30.0) -> Context:
-    """Join the process group (gloo on CPU, nccl on CUDA) and start the watchdog."""
+def _first_line(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+
+
+def connect_store(host: str, port: int, rank: int, world: int, host_it: bool, seconds: float) -> dist.TCPStore:
+    """The rendezvous store at ``host:port``: hosted here (``host_it``), else reached within
+    ``seconds``, or :class:`StartupError` naming the address, rank, world size and timeout.
+
+    The address is probed with plain sockets first: TCPStore's own connect loop takes up to
+    twice its timeout and prints a C++ stack trace per failed try."""
+    where = f"{host}:{port} (MASTER_ADDR:MASTER_PORT)"
+    who = f"stage {rank} (rank {rank} of world size {world})"
+    td = datetime.timedelta(seconds=seconds)
+    if host_it:
+        try:
+            return dist.TCPStore(host, port, world, is_master=True, timeout=td, wait_for_workers=False)
+        except RuntimeError as err:
+            raise StartupError(f"{who} could not host the rendezvous store on {where}: {_first_line(err)}") from None
+    deadline = time.monotonic() + seconds
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            with socket.create_connection((host, port), timeout=max(0.05, min(1.0, left))):
+                break
+        except OSError as err:
+            last = err
+        if time.monotonic() + 0.2 > deadline:
+            raise StartupError(f"{who} could not reach the rendezvous store at {where} within the start-up "
+                               f"timeout of {seconds:g} s (last error: {last}); is stage 0 (or torchrun) "
+                               f"running there? Raise --init-timeout if it starts later") from None
+        time.sleep(0.2)
+    try:
+        return dist.TCPStore(host, port, world, is_master=False, wait_for_workers=False,
+                             timeout=datetime.timedelta(seconds=max(1.0, deadline - time.monotonic())))
+    except RuntimeError as err:
+        raise StartupError(f"{who} could not connect to the rendezvous store at {where} within the start-up "
+                           f"timeout of {seconds:g} s: {_first_line(err)}") from None
+
+
+def init(device: str = "cpu", timeout: float = 300.0, heartbeat_timeout: float = 30.0,
+         init_timeout: float = 300.0) -> Context:
+    """Join the process group (gloo on CPU, nccl on CUDA) and start the watchdog.
+
+    ``init_timeout`` bounds reaching the rendezvous store and every stage joining it;
+    ``timeout`` bounds each message afterwards (and the process group's own connections)."""
     rank, world = _env_int("RANK"), _env_int("WORLD_SIZE")
     local_rank = _env_int("LOCAL_RANK", rank)
     host, port = os.environ.get("MASTER_ADDR", "127.0.0.1"), _env_int("MASTER_PORT")
     agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "False") == "True"
     td = datetime.timedelta(seconds=timeout)
-    start_td = datetime.timedelta(seconds=max(timeout, 300.0))  # connecting, start-up, store reads
-    base = dist.TCPStore(host, port, world, is_master=(rank == 0 and not agent_store), timeout=start_td,
-                         wait_for_workers=False)
+    base = connect_store(host, port, rank, world, rank == 0 and not agent_store, init_timeout)
+    base.set_timeout(datetime.timedelta(seconds=max(timeout, 300.0)))  # store reads (e.g. a measured split)
     run_id = f"{os.environ.get('TORCHELASTIC_RUN_ID', 'run')}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
     store = dist.PrefixStore(f"paper_repro/{run_id}/", base)
     if device == "cuda":
@@ -85,20 +142,40 @@ def init(device: str = "cpu", timeout: float = 300.0, heartbeat_timeout: float =
         dev, backend = torch.device("cuda", local_rank), "nccl"
     else:
         dev, backend = torch.device("cpu"), "gloo"
-    _wait_for_everyone(store, world, max(timeout, 300.0))  # start-up skew must not eat a short timeout
-    dist.init_process_group(backend, store=dist.PrefixStore("pg/", store), rank=rank, world_size=world,
-                            timeout=td)
+    _wait_for_everyone(store, rank, world, f"{host}:{port}", init_timeout)
+    try:  # the group's timeout is the message timeout; it also bounds connecting to the peers
+        dist.init_process_group(backend, store=dist.PrefixStore("pg/", store), rank=rank, world_size=world,
+                                timeout=td)
+    except RuntimeError as err:
+        if store.check([ABORT_KEY]):
+            raise PeerFailed(store.get(ABORT_KEY).decode()) from None
+        raise StartupError(f"stage {rank} (rank {rank} of world size {world}) could not set up the {backend} "
+                           f"process group with its peers (rendezvous {host}:{port}) within {timeout:g} s: "
+                           f"{_first_line(err)}") from None
     watchdog = Watchdog(rank, world, host, port, f"paper_repro/{run_id}/", heartbeat_timeout, timeout)
     watchdog.start()
     return Context(rank, world, local_rank, dev, backend, store, watchdog, timeout)
 
 
-def _wait_for_everyone(store: dist.Store, world: int, seconds: float) -> None:
-    store.add("joined", 1)
+def _wait_for_everyone(store: dist.Store, rank: int, world: int, where: str, seconds: float) -> None:
+    """Meet every stage in the store within ``seconds``; stop at once if the launcher (or a
+    peer) has already recorded a failure."""
+    keys = [f"joined/{r}" for r in range(world)]
+    store.set(keys[rank], "1")
     deadline = time.monotonic() + seconds
-    while (joined := store.add("joined", 0)) < world:
+    while True:
+        if store.check([ABORT_KEY]):
+            raise PeerFailed(store.get(ABORT_KEY).decode())
+        if store.check(keys):
+            return
         if time.monotonic() > deadline:
-            raise RuntimeError(f"only {joined} of {world} stages joined within {seconds:.0f} s")
+            names = ", ".join(str(r) for r, key in enumerate(keys) if not store.check([key]))
+            message = (f"stage {rank} (rank {rank} of world size {world}) waited {seconds:g} s (the start-up "
+                       f"timeout) at the rendezvous store {where}, but stage(s) "
+                       f"{names} never joined; start every stage with the same MASTER_ADDR, MASTER_PORT and "
+                       f"WORLD_SIZE, or raise --init-timeout")
+            report_failure(store, message)
+            raise StartupError(message)
         time.sleep(0.05)
 
 
@@ -173,6 +250,12 @@ def peer_may_have_died(err: BaseException) -> bool:
 def handle_exception(ctx: Context | None, err: BaseException) -> int:
     """Turn an exception in a stage into an exit status, naming the stage that failed first."""
     rank = ctx.rank if ctx is not None else os.environ.get("RANK", "?")
+    if isinstance(err, PeerFailed):
+        print(f"[stage {rank}] stopping because {err}", file=sys.stderr, flush=True)
+        return EXIT_PEER_FAILED
+    if isinstance(err, StartupError):  # one line, no traceback: the message says it all
+        print(f"error: {err}", file=sys.stderr, flush=True)  # the message names the stage
+        return EXIT_FAILED
     if ctx is not None and peer_may_have_died(err):
         # the other side went away: give the launcher / the heartbeats time to say who it was
         culprit = ctx.watchdog.wait_for_abort(ctx.watchdog.heartbeat_timeout + 5.0)

@@ -99,7 +99,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=d.timeout, help="seconds any one message may take")
     p.add_argument("--heartbeat-timeout", type=float, default=d.heartbeat_timeout,
                    help="seconds without a heartbeat before a stage is declared dead")
+    p.add_argument("--init-timeout", type=float, default=d.init_timeout,
+                   help="seconds a stage may take at start-up to reach the rendezvous store "
+                        "(MASTER_ADDR:MASTER_PORT) and see every other stage join")
     p.add_argument("--save-params", default=None, help="directory: each stage saves its parameters there")
+    p.add_argument("--fault", default=None,
+                   help="inject a failure to test failure handling: raise|kill|hang@STAGE:MICROBATCH")
     p.add_argument("--json", default=None, help="write the results (a list of runs) here")
 
 
@@ -112,7 +117,8 @@ def configs_from_args(args) -> list[PipelineConfig]:
                   seq_len=args.seq_len, optimizer=args.optimizer, lr=args.lr, seed=args.seed,
                   dtype=args.dtype, device=args.device, threads=args.threads,
                   max_in_flight=args.max_in_flight, timeout=args.timeout,
-                  heartbeat_timeout=args.heartbeat_timeout, save_params=args.save_params)
+                  heartbeat_timeout=args.heartbeat_timeout, init_timeout=args.init_timeout,
+                  save_params=args.save_params, fault=args.fault)
     return expand(common, args.schedule, args.micro_batch, args.update_every, getattr(args, "repeats", 1))
 
 
@@ -259,7 +265,8 @@ def worker(configs: list[PipelineConfig], json_path: str | None = None, quiet: b
         if any(c.device != first.device or c.stages != first.stages for c in configs):
             raise ValueError("all runs of one launch must share device and stages")
         torch.set_num_threads(first.threads or default_threads(first.device))
-        ctx = comm.init(first.device, max(c.timeout for c in configs), first.heartbeat_timeout)
+        ctx = comm.init(first.device, max(c.timeout for c in configs), first.heartbeat_timeout,
+                        max(c.init_timeout for c in configs))
         records = []
         for index, cfg in enumerate(configs):
             record = run_one(ctx, cfg, index)

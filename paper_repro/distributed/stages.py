@@ -49,6 +49,8 @@ class PipelineConfig:
     ``update_every``: the local pipeline's stages step their optimizers every this many
     micro-batches (gradients averaged over them); 1 = after every micro-batch, the paper's
     local updates; ``micro_batches`` = as often as the baselines, which step once per step.
+    ``timeout`` bounds every message, ``init_timeout`` the start-up (reaching the rendezvous
+    store and waiting for every stage to join), ``heartbeat_timeout`` a silent peer.
     """
     schedule: str = "local"
     model: str = "mlp"
@@ -78,6 +80,7 @@ class PipelineConfig:
     update_every: int = 1
     timeout: float = 300.0
     heartbeat_timeout: float = 30.0
+    init_timeout: float = 300.0
     save_params: str | None = None
     fault: str | None = None
 
@@ -123,7 +126,7 @@ class PipelineConfig:
             raise ValueError(f"unknown optimizer {self.optimizer!r}; valid: {', '.join(OPTIMIZERS)}")
         if not self.lr > 0:
             raise ValueError(f"lr must be positive, got {self.lr!r}")
-        for key in ("timeout", "heartbeat_timeout"):
+        for key in ("timeout", "heartbeat_timeout", "init_timeout"):
             if not getattr(self, key) > 0:
                 raise ValueError(f"{key} must be a positive number of seconds, got {getattr(self, key)!r}")
         if self.threads is not None:
