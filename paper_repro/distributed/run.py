@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from ..cli import _json_dict
 from . import comm
 from .stages import (BALANCES, DEVICES, DTYPES, OPTIMIZERS, SCHEDULES, PipelineConfig, boundary_info,
                      boundary_records, build_learner, data_spec, label_info, micro_batches, plan_stages,
@@ -44,16 +45,6 @@ def _schedules(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(f"unknown schedule {','.join(bad) or text!r}; valid: "
                                          f"{', '.join(SCHEDULES)}, a comma list of them, or all")
     return values
-
-
-def _json_dict(text: str) -> dict:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r} ({err})") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}")
-    return value
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
