@@ -17,7 +17,6 @@ which jupyter_client replaces by ``sys.executable``), so the notebooks see the
 same packages as the caller.
 """
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -176,16 +175,10 @@ def add_cli(subparsers):
 
 
 def main(argv=None):
-    """Stand-alone entry: ``python -m paper_repro.notebooks run --profile quick``."""
-    parser = argparse.ArgumentParser(prog="python -m paper_repro.notebooks")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_cli(sub)
-    args = parser.parse_args(["notebooks", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return args.func(args)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    """Stand-alone entry: ``python -m paper_repro.notebooks run --profile quick`` (= ``paper-repro notebooks ...``)."""
+    from .cli import main as cli_main
+
+    return cli_main(["notebooks", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -119,16 +119,10 @@ def add_cli(bench_subparsers) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Stand-alone: ``python -m paper_repro.distributed.bench pipeline ...``."""
-    parser = argparse.ArgumentParser(prog="python -m paper_repro.distributed.bench")
-    sub = parser.add_subparsers(dest="bench_command", required=True)
-    add_cli(sub)
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    """Stand-alone: ``python -m paper_repro.distributed.bench pipeline ...`` (= ``paper-repro bench ...``)."""
+    from ..cli import main as cli_main
+
+    return cli_main(["bench", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
