@@ -4,8 +4,24 @@
 pandas DataFrame with one row per step: ``step``, ``examples`` (seen so far),
 ``loss_0..loss_{M-1}`` (each local module's loss), ``final_loss`` (the net's own head,
 i.e. the last module's loss), ``eval_loss`` / ``eval_acc`` (every ``eval_every`` steps
-and at the end, NaN elsewhere) and ``wall_time`` (seconds since the start). A NaN or
-inf loss ends the run with ``status == "diverged"`` instead of raising.
+and at the end, NaN elsewhere), ``train_eval_loss`` (see below) and ``wall_time``
+(seconds since the start). A NaN or inf loss ends the run with ``status == "diverged"``
+instead of raising.
+
+Options for compute-efficiency studies, which compare runs of different batch sizes at
+equal numbers of examples:
+
+* ``eval_every_examples`` (default 0: off). Whenever the examples seen cross a multiple
+  of it (so at the same points in examples for every batch size; at every step when the
+  batch is larger), and at the last step, the net's own head is evaluated on a fixed
+  subset of the *training* set and its mean loss recorded as ``train_eval_loss`` (NaN on
+  the other rows). The subset is :func:`train_eval_indices`: ``train_eval_examples``
+  examples (text: non-overlapping windows) drawn with a fixed seed that does not depend
+  on ``seed``, so every run on the same data set sees the same subset; ``None`` takes
+  the whole training split.
+* ``stop_loss`` (default None: off; needs ``eval_every_examples``). The run stops, with
+  ``status == "finished"`` and the records so far, at the first training-subset
+  evaluation whose ``train_eval_loss <= stop_loss``.
 """
 from __future__ import annotations
 
@@ -41,6 +57,9 @@ class TrainConfig:
     seed: int = 0
     eval_every: int = 100           # 0: evaluate only at the end
     eval_examples: int | None = 2000
+    eval_every_examples: int = 0    # 0: no training-subset evaluation
+    train_eval_examples: int | None = None  # None: the whole training split
+    stop_loss: float | None = None  # stop at the first train_eval_loss <= stop_loss
     device: str = "cpu"
     model_kwargs: dict = field(default_factory=dict)
     data_kwargs: dict = field(default_factory=dict)
@@ -61,6 +80,21 @@ class TrainConfig:
             raise ValueError(f"unknown dataset {self.dataset!r}; valid: {', '.join(data_mod.DATASETS)}")
         if not isinstance(self.eval_every, int) or self.eval_every < 0:
             raise ValueError(f"eval_every must be a non-negative integer, got {self.eval_every!r}")
+        if (not isinstance(self.eval_every_examples, int) or isinstance(self.eval_every_examples, bool)
+                or self.eval_every_examples < 0):
+            raise ValueError(f"eval_every_examples must be a non-negative integer, got {self.eval_every_examples!r}")
+        if self.train_eval_examples is not None and (
+                not isinstance(self.train_eval_examples, int) or isinstance(self.train_eval_examples, bool)
+                or self.train_eval_examples < 1):
+            raise ValueError(f"train_eval_examples must be a positive integer or None, "
+                             f"got {self.train_eval_examples!r}")
+        if self.stop_loss is not None:
+            if (not isinstance(self.stop_loss, (int, float)) or isinstance(self.stop_loss, bool)
+                    or math.isnan(self.stop_loss)):
+                raise ValueError(f"stop_loss must be a number or None, got {self.stop_loss!r}")
+            if self.eval_every_examples == 0:
+                raise ValueError(f"stop_loss={self.stop_loss!r} needs eval_every_examples > 0 "
+                                 "(the loss it is compared with is the training-subset evaluation)")
         needs = data_mod.TEXT_DATASETS if self.model == "transformer" else data_mod.IMAGE_DATASETS
         if self.dataset not in needs:
             raise ValueError(f"model {self.model!r} needs {'a text' if self.model == 'transformer' else 'an image'} "
@@ -91,10 +125,12 @@ class TrainResult:
     def summary(self) -> dict:
         last = self.records.iloc[-1]
         evals = self.records.dropna(subset=["eval_loss"])
+        train_evals = self.records["train_eval_loss"].dropna()
         return {"model": self.config.model, "method": self.config.method, "dataset": self.config.dataset,
                 "status": self.status, "steps": int(last["step"]), "final_loss": float(last["final_loss"]),
                 "eval_loss": float(evals["eval_loss"].iloc[-1]) if len(evals) else float("nan"),
                 "eval_acc": float(evals["eval_acc"].iloc[-1]) if len(evals) else float("nan"),
+                "train_eval_loss": float(train_evals.iloc[-1]) if len(train_evals) else float("nan"),
                 "wall_time_s": float(last["wall_time"])}
 
 
@@ -207,6 +243,39 @@ def evaluate(net: models.BlockNet, data: data_mod.DataSet, split: str = "test",
     return total_loss / max(count, 1), correct / max(count, 1)
 
 
+def train_eval_indices(data: data_mod.DataSet, max_examples: int | None) -> torch.Tensor:
+    """The fixed training subset that ``train_eval_loss`` is measured on: ``max_examples``
+    images (text: starts of non-overlapping windows) drawn without replacement with a fixed
+    seed, in increasing order; all of them if ``max_examples`` is None or larger."""
+    n = data.num_examples("train")
+    starts = torch.arange(0, n, data.seq_len) if data.kind == "text" else torch.arange(n)
+    if max_examples is None or max_examples >= len(starts):
+        return starts
+    pick = torch.randperm(len(starts), generator=torch.Generator().manual_seed(0))[:max_examples]
+    return starts[pick.sort().values]
+
+
+@torch.no_grad()
+def evaluate_indices(net: models.BlockNet, data: data_mod.DataSet, split: str, idx: torch.Tensor,
+                     device: str = "cpu", batch_size: int = 512) -> float:
+    """Mean loss (per example, or per token for LMs) of the net's own head on examples ``idx``."""
+    was_training = net.training
+    net.eval()
+    total, count = 0.0, 0
+    for i in range(0, len(idx), batch_size):
+        x, y = data.batch(split, idx[i:i + batch_size])
+        x, y = x.to(device), y.to(device)
+        total += float(net.loss(net(x), y)) * y.numel()
+        count += y.numel()
+    net.train(was_training)
+    return total / max(count, 1)
+
+
+def crosses(step: int, batch_size: int, every: int) -> bool:
+    """True when the examples seen pass a multiple of ``every`` during step ``step``."""
+    return every > 0 and (step * batch_size) // every > ((step - 1) * batch_size) // every
+
+
 def train(cfg: TrainConfig, data: data_mod.DataSet | None = None,
           callback: Callable[[int, methods.Learner, torch.Tensor, torch.Tensor], None] | None = None,
           learner: methods.Learner | None = None) -> TrainResult:
@@ -221,6 +290,7 @@ def train(cfg: TrainConfig, data: data_mod.DataSet | None = None,
     opt = make_optimizer(cfg, learner.parameters())
     gen = torch.Generator().manual_seed(cfg.seed)
     batches = data.sampler("train", cfg.batch_size, gen)
+    train_idx = train_eval_indices(data, cfg.train_eval_examples) if cfg.eval_every_examples else None
     rows, status, start = [], "finished", time.perf_counter()
     bar = tqdm(range(1, cfg.steps + 1), desc=f"{cfg.model}/{cfg.method}", disable=not cfg.progress,
                leave=False, mininterval=1.0)
@@ -234,7 +304,7 @@ def train(cfg: TrainConfig, data: data_mod.DataSet | None = None,
         values = [float(v.detach()) for v in losses]
         row = {"step": step, "examples": step * cfg.batch_size,
                **{f"loss_{m}": v for m, v in enumerate(values)}, "final_loss": values[-1],
-               "eval_loss": math.nan, "eval_acc": math.nan}
+               "eval_loss": math.nan, "eval_acc": math.nan, "train_eval_loss": math.nan}
         if not all(math.isfinite(v) for v in values):
             status = "diverged"
         else:
@@ -243,9 +313,14 @@ def train(cfg: TrainConfig, data: data_mod.DataSet | None = None,
             if step == cfg.steps or (cfg.eval_every and step % cfg.eval_every == 0):
                 row["eval_loss"], row["eval_acc"] = evaluate(learner.net, data, "test", cfg.eval_examples,
                                                              cfg.device)
+            if train_idx is not None and (step == cfg.steps or crosses(step, cfg.batch_size,
+                                                                         cfg.eval_every_examples)):
+                row["train_eval_loss"] = evaluate_indices(learner.net, data, "train", train_idx, cfg.device)
         row["wall_time"] = time.perf_counter() - start
         rows.append(row)
         if status == "diverged":
+            break
+        if cfg.stop_loss is not None and row["train_eval_loss"] <= cfg.stop_loss:
             break
         if step % 10 == 0:
             bar.set_postfix(loss=f"{values[-1]:.3f}")
