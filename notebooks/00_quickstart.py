@@ -1,30 +1,34 @@
-"""Write notebooks/00_quickstart.ipynb:  .venv/bin/python tools/build_quickstart.py"""
-from nbtools import code, md, write
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
 
-CELLS = [
-    md("""
-# 00 - Quickstart: every local-learning method on one MLP
+# %% [markdown]
+# # 00 - Quickstart: every local-learning method on one MLP
+#
+# Local parallelism (Laskin, Metz et al., 2020) replaces global backprop with truncated,
+# layer-wise backprop: each *local module* gets a small auxiliary head and updates from its own
+# loss only. This notebook trains the same 4-block MLP with each method and compares their
+# training loss and test accuracy:
+#
+# * **backprop**: one loss at the end, gradients through every block;
+# * **greedy**: a linear head after every block, no gradient crosses a block;
+# * **overlapping**: windows of two blocks, each inner block updated by two windows;
+# * **chunked-K**: K contiguous chunks trained with backprop inside, stop-gradient between.
+#
+# The `parameters` cell holds the quick profile (sklearn digits, offline, seconds on a laptop);
+# `papermill -p profile cpu -p data_dir PATH` runs the same study on CIFAR-10.
 
-Local parallelism (Laskin, Metz et al., 2020) replaces global backprop with truncated,
-layer-wise backprop: each *local module* gets a small auxiliary head and updates from its own
-loss only. This notebook trains the same 4-block MLP with each method and compares their
-training loss and test accuracy:
-
-* **backprop**: one loss at the end, gradients through every block;
-* **greedy**: a linear head after every block, no gradient crosses a block;
-* **overlapping**: windows of two blocks, each inner block updated by two windows;
-* **chunked-K**: K contiguous chunks trained with backprop inside, stop-gradient between.
-
-The `parameters` cell holds the quick profile (sklearn digits, offline, seconds on a laptop);
-`papermill -p profile cpu -p data_dir PATH` runs the same study on CIFAR-10.
-"""),
-    code("""
+# %% tags=["parameters"]
 profile = "quick"           # quick | cpu | full
 figures_dir = "../figures"
 data_dir = None             # cpu/full: a CIFAR-10 folder (ImageFolder tree or cifar-10-batches-py)
 seed = 0
-""", tags=["parameters"]),
-    code("""
+
+# %%
 from pathlib import Path
 
 import torch
@@ -42,49 +46,44 @@ data = train.load_data(cfg)
 methods = profiles.QUICKSTART_METHODS
 print(data.source, "| train", data.num_examples("train"), "| test", data.num_examples("test"))
 cfg
-"""),
-    md("""
-## Train every method
-Same seed, same initial blocks and the same sequence of batches for every method; Adam.
-"""),
-    code("""
+
+# %% [markdown]
+# ## Train every method
+# Same seed, same initial blocks and the same sequence of batches for every method; Adam.
+
+# %%
 records, summary = train.compare_methods(cfg, methods, data=data)
 summary[["method", "status", "steps", "final_loss", "eval_acc", "wall_time_s"]]
-"""),
-    md("""
-## Training loss of the network's own head
-For a local method this is the loss of the last module, i.e. of the full network's output.
-Backprop optimises it directly; the local methods only optimise it through the last module.
-"""),
-    code("""
+
+# %% [markdown]
+# ## Training loss of the network's own head
+# For a local method this is the loss of the last module, i.e. of the full network's output.
+# Backprop optimises it directly; the local methods only optimise it through the last module.
+
+# %%
 label = f"MLP {cfg.model_kwargs['depth']}x{cfg.model_kwargs['width']}"
 title = plots.figure_title("Training loss (final head, smoothed over 20 steps)", model=label,
                            dataset=data.name, profile=profile)
 fig = plots.training_curves(records, "final_loss", title=title, smooth=20, logy=True)
 plots.save_figure(fig, f"00_quickstart_loss_{profile}", figures_dir);
-"""),
-    md("""
-## Test accuracy
-"""),
-    code("""
+
+# %% [markdown]
+# ## Test accuracy
+
+# %%
 title = plots.figure_title("Test accuracy", model=label, dataset=data.name, profile=profile)
 fig = plots.training_curves(records, "eval_acc", title=title)
 plots.save_figure(fig, f"00_quickstart_accuracy_{profile}", figures_dir);
-"""),
-    md("""
-## Check against the bar we set
-The foundation issue asks a 4-block MLP on digits to reach at least 95% test accuracy with
-backprop and chunked-2 and at least 90% with greedy and overlapping.
-"""),
-    code("""
+
+# %% [markdown]
+# ## Check against the bar we set
+# The foundation issue asks a 4-block MLP on digits to reach at least 95% test accuracy with
+# backprop and chunked-2 and at least 90% with greedy and overlapping.
+
+# %%
 bars = {"backprop": 0.95, "chunked-2": 0.95, "greedy": 0.90, "overlapping": 0.90}
 check = summary.set_index("method")[["eval_acc"]].assign(bar=lambda d: d.index.map(bars))
 check["meets bar"] = check["eval_acc"] >= check["bar"].fillna(0)
 display(check)
 if profile == "quick":
     assert check["meets bar"].all(), check
-"""),
-]
-
-if __name__ == "__main__":
-    print(write("00_quickstart", CELLS))
