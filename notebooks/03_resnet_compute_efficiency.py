@@ -11,7 +11,7 @@
 #
 # Does local parallelism reach a target training loss in less *time* than backprop for the same
 # *compute*? We sweep method x batch size x learning rate, then apply the accounting of
-# `paper_repro.cost` / `paper_repro.analysis` (PAPER.md, "Compute-efficiency study"):
+# `paper_repro.cost` / `paper_repro.analysis` (`docs/paper.md`, "Compute efficiency"):
 #
 # * **compute** to a target = examples seen x FLOPs per example of forward + backward of all
 #   blocks and heads (measured with `torch.utils.flop_counter`);

@@ -25,8 +25,9 @@
 # * **ddp**: data parallelism over the same processes.
 #
 # The inputs are **synthetic random tensors** of the right shape (throughput, memory and bytes do
-# not depend on the values). The quick profile is a small MLP on 2 CPU processes (a minute); the
-# `cpu` profile is the README's run; `full` is ResNet-34 at 224x224 on 4 GPUs.
+# not depend on the values). The quick profile is a narrow ResNet-18 (width 8) on 16x16 images
+# cut into 2 stages on 2 CPU processes (a minute); the `cpu` profile is the README's run (width 16,
+# 32x32 images); `full` is ResNet-34 at 224x224 on 4 GPUs.
 
 # %% tags=["parameters"]
 profile = "quick"           # quick | cpu | full
