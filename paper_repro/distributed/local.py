@@ -94,15 +94,12 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
             t["recv_wait"] = time.perf_counter() - t0
         t1 = time.perf_counter()
         t["data"] = t1 - t0 - t["recv_wait"]
-        outs = {learner.input_block(mods[0]): x}
         with meter:
-            for m in mods:
-                block_outs, loss = learner.module_loss(m, outs[learner.input_block(m)], y)
-                for b, h in block_outs.items():
-                    outs.setdefault(b, h)
-                if sender is not None and send_block in block_outs:
+            for run in learner.run_modules(x, y, mods[0], mods[-1] + 1):
+                loss = run.loss
+                if sender is not None and send_block in run.outputs:
                     waited = sender.wait_time
-                    sender.send({"activations": outs[send_block], "labels": y})
+                    sender.send({"activations": run.outputs[send_block], "labels": y})
                     t["send_blocked"] += sender.wait_time - waited
                 (loss * scale if cfg.update_every > 1 else loss).backward()
         losses.append(loss.detach())
