@@ -1,0 +1,149 @@
+"""The compute-efficiency rules on hand-made runs: target detection, seeds, staircases, speedup."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from paper_repro import efficiency as ef
+
+
+def run(method, batch, losses, *, lr=1e-3, seed=0, eval_losses=None, crit=1.0, total=1.0, fill=0.0):
+    """A point table: step s has examples s*batch, training loss losses[s-1], and
+    ``train_eval_loss`` from ``eval_losses`` ({step: loss}) else NaN."""
+    n = len(losses)
+    steps = np.arange(1, n + 1)
+    ev = np.full(n, np.nan)
+    for s, v in (eval_losses or {}).items():
+        ev[s - 1] = v
+    return pd.DataFrame({"point_id": f"{method}-b{batch}-lr{lr}-s{seed}", "method": method, "batch_size": batch,
+                         "lr": lr, "seed": seed, "step": steps, "examples": steps * batch,
+                         "final_loss": np.asarray(losses, float), "train_eval_loss": ev,
+                         "total_flops_pe": total, "critical_path_flops_pe": crit, "fill_flops_pe": fill})
+
+
+def test_eval_rule_uses_the_first_evaluation_at_or_below_the_target():
+    df = run("backprop", 10, [3.0] * 10, eval_losses={2: 2.5, 4: 1.9, 6: 1.5, 10: 1.4})
+    t = ef.time_to_target(df, [2.0, 1.5, 1.0])
+    got = dict(zip(t["target"], t["step"]))
+    assert got[2.0] == 4 and got[1.5] == 6 and math.isnan(got[1.0])
+    assert t.set_index("target").loc[1.5, "examples"] == 60
+    assert not t.set_index("target").loc[1.0, "reached"]
+
+
+def test_examples_window_lags_every_batch_size_by_the_same_data():
+    # loss drops from 2 to 1 at step 5; a window of 40 examples is 4 steps at batch 10 and 1 step at batch 40
+    small = run("backprop", 10, [2.0] * 4 + [1.0] * 10)
+    large = run("backprop", 40, [2.0] * 4 + [1.0] * 10)
+    t_small = ef.time_to_target(small, [1.0], "examples:40")
+    t_large = ef.time_to_target(large, [1.0], "examples:40")
+    assert t_small["step"].iloc[0] == 8      # 4 steps of loss 1.0 fill the window
+    assert t_large["step"].iloc[0] == 5      # a one-step window
+    # counted in steps, the same window lags the large-batch run by 4 steps = 160 examples
+    assert ef.time_to_target(large, [1.0], "steps:4")["examples"].iloc[0] == 8 * 40
+
+
+def test_diverged_run_counts_only_up_to_the_divergence():
+    df = run("greedy", 8, [2.0, 1.8, float("nan"), 0.1], eval_losses={2: 1.9, 4: 0.1})
+    t = ef.time_to_target(df, [1.0])
+    assert not t["reached"].iloc[0]
+
+
+def test_time_and_compute_use_the_flop_columns():
+    df = run("greedy", 16, [1.0] * 3, eval_losses={3: 0.5}, crit=5.0, total=7.0, fill=11.0)
+    t = ef.time_to_target(df, [0.6]).iloc[0]
+    assert t["compute"] == 3 * 16 * 7.0 and t["time"] == 11.0 + 3 * 5.0
+
+
+def test_bad_rule_is_named():
+    with pytest.raises(ValueError, match="'window:3'"):
+        ef.parse_rule("window:3")
+
+
+def test_seeds_median_and_unreached_seed_counts_as_infinite():
+    ttt = pd.DataFrame({"method": "m", "batch_size": 8, "lr": 0.1, "target": 1.0, "seed": [0, 1, 2],
+                        "reached": [True, True, False], "step": [10, 30, np.nan],
+                        "examples": [80, 240, np.nan], "compute": [80, 240, np.nan], "time": [10, 30, np.nan]})
+    row = ef.over_seeds(ttt).iloc[0]
+    assert row["step"] == 30 and row["reached"]          # median of 10, 30, inf
+    assert row["time_min"] == 10 and row["time_max"] == 30 and row["seeds_reached"] == 2
+    two_missing = ttt.assign(reached=[True, False, False])
+    assert not ef.over_seeds(two_missing).iloc[0]["reached"]
+
+
+def _configs(method, pairs, target=1.0):
+    return pd.DataFrame([{"method": method, "target": target, "compute": c, "time": t, "reached": True}
+                         for c, t in pairs])
+
+
+def test_staircase_is_best_time_with_at_most_that_compute():
+    cfg = _configs("backprop", [(10, 100), (20, 120), (30, 50), (40, 60), (50, 10)])
+    front = ef.staircase(cfg)
+    assert list(front["compute"]) == [10, 30, 50]
+    assert list(ef.staircase_at(front, [5, 10, 29, 30, 45, 1e9])[1:]) == [100, 100, 50, 50, 10]
+    assert math.isnan(ef.staircase_at(front, [5])[0])
+
+
+def test_speedup_has_no_interpolation_and_stays_where_both_have_data():
+    base = _configs("backprop", [(10, 100), (100, 50)])
+    local = _configs("greedy", [(20, 40), (60, 10)])
+    sp = ef.speedup(pd.concat([base, local]))
+    # from compute 20 (where greedy starts) to 60 (greedy's largest); backprop is 100 until 100
+    assert list(sp["compute"]) == [20, 60]
+    assert list(sp["speedup"]) == [100 / 40, 100 / 10]
+    summary = ef.summarize_speedup(sp).iloc[0]
+    assert summary["max_speedup"] == 10 and summary["high_compute_speedup"] == 10
+    # a gap in the method's runs is not bridged by a line: between 20 and 60 it stays at 40
+    assert ef.staircase_at(ef.staircase(local), [59])[0] == 40
+
+
+def test_speedup_needs_overlapping_compute():
+    base = _configs("backprop", [(100, 10)])
+    local = _configs("greedy", [(10, 5), (50, 2)])
+    assert ef.speedup(pd.concat([base, local])).empty
+
+
+def test_speedup_without_the_baseline_is_an_error():
+    with pytest.raises(ValueError, match="backprop"):
+        ef.speedup(_configs("greedy", [(1, 1)]))
+
+
+def test_speedup_table_spread_over_seeds():
+    rows = []
+    for seed, factor in ((0, 1.0), (1, 2.0)):
+        for m, t in (("backprop", 100), ("greedy", 20 * factor)):
+            rows.append({"method": m, "batch_size": 8, "lr": 0.1, "seed": seed, "target": 1.0, "reached": True,
+                         "step": t, "examples": 80, "compute": 80.0, "time": float(t)})
+    table = ef.speedup_table(pd.DataFrame(rows)).iloc[0]
+    assert table["high_compute_speedup"] == 100 / 30        # median time over seeds: 30
+    assert table["high_compute_speedup_lo"] == 2.5 and table["high_compute_speedup_hi"] == 5.0
+
+
+def test_steps_vs_batch_takes_the_best_lr_and_critical_batch():
+    rows = []
+    # S(B) = 100 * (1 + 64 / B): critical batch 64 for the best lr; a worse lr takes twice the steps
+    for b in (16, 32, 64, 128, 256):
+        for lr, factor in ((0.1, 1), (0.3, 2)):
+            s = 100 * (1 + 64 / b) * factor
+            rows.append({"method": "backprop", "batch_size": b, "lr": lr, "seed": 0, "target": 1.0,
+                         "reached": True, "step": s, "examples": s * b, "compute": s * b, "time": s})
+    svb = ef.steps_vs_batch(pd.DataFrame(rows))
+    assert set(svb["lr"]) == {0.1} and len(svb) == 5
+    crit = ef.critical_batch(svb).iloc[0]
+    assert crit["S_min"] == 125 and crit["E_min"] == 500 * 16
+    assert crit["last_doubling"] == pytest.approx(150 / 125)
+
+
+def test_sensitivity_compares_rules():
+    parts = []
+    for method, crit in (("backprop", 4.0), ("greedy", 1.0)):
+        for b in (8, 32):
+            losses = list(np.linspace(2.0, 0.5, 40))
+            parts.append(run(method, b, losses, crit=crit, eval_losses={s: losses[s - 1] for s in range(4, 41, 4)}))
+    df = pd.concat(parts, ignore_index=True)
+    sens = ef.sensitivity(df, [1.0], ["eval", "examples:32", "steps:1"])
+    assert set(sens["rule"]) == {"eval", "examples:32", "steps:1"}
+    spread = ef.sensitivity_spread(sens)
+    # identical curves for both methods: the speedup is the critical-path ratio under every rule
+    assert spread["high_compute_speedup_min"].iloc[0] == pytest.approx(4.0)
+    assert spread["high_compute_speedup_agrees"].iloc[0]
