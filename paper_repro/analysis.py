@@ -1,4 +1,5 @@
-"""Time- and compute-to-target, Pareto frontiers and speedups of the compute study.
+"""Time- and compute-to-target, Pareto frontiers and speedups of the compute study: tables
+only (their figures are in :mod:`paper_repro.plots.efficiency`).
 
 Every function is a pure function of a sweep table (:func:`paper_repro.sweep.load_results`:
 one row per step of every point, with ``point_id``, ``method``, ``batch_size``, ``lr``,
@@ -204,17 +205,7 @@ def suggest_targets(df: pd.DataFrame, n: int = 3, window: int = 20, loss: str = 
     return out
 
 
-# ------------------------------------------------------------------------------ figures
-def _clean_log_ticks(ax) -> None:
-    """No labels on minor ticks of log axes (they overlap)."""
-    from matplotlib.ticker import NullFormatter
-
-    for axis, scale, lim in ((ax.xaxis, ax.get_xscale(), ax.get_xlim()), (ax.yaxis, ax.get_yscale(), ax.get_ylim())):
-        if scale == "log" and lim[0] > 0 and lim[1] / lim[0] >= 10:  # under a decade the minor labels are all
-            axis.set_minor_formatter(NullFormatter())
-
-
-def _best_lr_runs(df: pd.DataFrame, window: int) -> pd.DataFrame:
+def best_lr_runs(df: pd.DataFrame, window: int) -> pd.DataFrame:
     """The rows of the best learning rate (lowest final smoothed loss) per (method, batch size)."""
     finals = []
     for pid, run in df.sort_values("step").groupby("point_id"):
@@ -224,94 +215,6 @@ def _best_lr_runs(df: pd.DataFrame, window: int) -> pd.DataFrame:
     best = pd.DataFrame(finals, columns=["method", "batch_size", "final", "point_id"])
     best = best.sort_values("final", kind="stable").groupby(["method", "batch_size"]).head(1)
     return df[df["point_id"].isin(best["point_id"])]
-
-
-def plot_loss_curves(df: pd.DataFrame, title: str, window: int = 20, max_panels: int = 4):
-    """Smoothed training loss vs step, one line per method, one panel per batch size
-    (at most ``max_panels``, spread over the sweep's range), best learning rate each."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    runs = _best_lr_runs(df, window).sort_values(["point_id", "step"]).copy()
-    runs["smoothed loss"] = runs.groupby("point_id")["final_loss"].transform(
-        lambda s: smooth(s.to_numpy(), window))
-    sizes = sorted(runs["batch_size"].unique())
-    pick = sorted({sizes[round(i)] for i in np.linspace(0, len(sizes) - 1, min(max_panels, len(sizes)))})
-    fig, axes = plt.subplots(1, len(pick), figsize=(3.6 * len(pick), 3.4), sharey=True, squeeze=False)
-    for ax, b in zip(axes[0], pick):
-        sns.lineplot(data=runs[runs["batch_size"] == b], x="step", y="smoothed loss", hue="method", ax=ax,
-                     hue_order=sorted(runs["method"].unique()), legend=ax is axes[0][-1])
-        ax.set_title(f"batch {b}")
-        ax.set_xscale("log")
-    if axes[0][-1].get_legend() is not None:
-        sns.move_legend(axes[0][-1], "upper left", bbox_to_anchor=(1, 1))
-    fig.suptitle(title)
-    fig.tight_layout()
-    return fig
-
-
-def plot_pareto(ttt: pd.DataFrame, frontier: pd.DataFrame, title: str):
-    """Time vs compute to each target: every run that reached it (dots) and each method's
-    lower-left frontier (lines), one panel per target of ``ttt``, log-log axes. A target no
-    run reaches gets a panel saying so; methods that miss a target are named on its panel."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-    from matplotlib.lines import Line2D
-
-    if ttt.empty:
-        raise ValueError("the time-to-target table is empty: no runs or no targets")
-    targets = sorted(ttt["target"].unique(), reverse=True)
-    methods = sorted(ttt["method"].unique())
-    colors = dict(zip(methods, sns.color_palette(n_colors=len(methods))))
-    fig, axes = plt.subplots(1, len(targets), figsize=(4 * len(targets), 3.6), squeeze=False)
-    for ax, t in zip(axes[0], targets):
-        pts = ttt[(ttt["target"] == t) & ttt["reached"].astype(bool)]
-        ax.set_title(f"target loss {t:g}")
-        if pts.empty:
-            ax.text(0.5, 0.5, f"target {t:g} not reached\nby any run", ha="center", va="center",
-                    transform=ax.transAxes)
-            ax.set(xticks=[], yticks=[])
-            continue
-        for m in methods:
-            p, f = pts[pts["method"] == m], frontier[(frontier["target"] == t) & (frontier["method"] == m)]
-            ax.scatter(p["compute"], p["time"], color=colors[m], alpha=0.3, s=12)
-            ax.plot(f["compute"], f["time"], "o-", color=colors[m], ms=4)
-        missing = [m for m in methods if m not in set(pts["method"])]
-        if missing:
-            ax.text(0.02, 0.02, "not reached by " + ", ".join(missing), transform=ax.transAxes, fontsize=8,
-                    va="bottom")
-        ax.set(xscale="log", yscale="log", xlabel="compute to target (FLOPs)",
-               ylabel="time to target (sequential FLOPs)")
-        _clean_log_ticks(ax)
-    handles = [Line2D([], [], color=colors[m], marker="o", ms=4, label=m) for m in methods]
-    axes[0][-1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1, 1))
-    fig.suptitle(title)
-    fig.tight_layout()
-    return fig
-
-
-def plot_speedup(speedups: pd.DataFrame, title: str):
-    """Speedup over backprop vs compute at equal compute, one line per method and target."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    fig, ax = plt.subplots(figsize=(6, 3.8))
-    if speedups.empty:
-        ax.text(0.5, 0.5, "no speedup defined: no target reached by both backprop\n"
-                "and a local method at overlapping compute", ha="center", va="center", transform=ax.transAxes)
-    else:
-        data = speedups.assign(target=speedups["target"].map(lambda t: f"{t:g}"))
-        sns.lineplot(data=data, x="compute", y="speedup", hue="method", style="target", markers=True, ax=ax,
-                     hue_order=sorted(data["method"].unique()), estimator=None)
-        sns.move_legend(ax, "upper left", bbox_to_anchor=(1, 1))
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-    ax.axhline(1.0, color="grey", lw=1, ls="--")
-    ax.set(xlabel="compute (FLOPs)", ylabel="speedup over backprop (time ratio)")
-    _clean_log_ticks(ax)
-    fig.suptitle(title)
-    fig.tight_layout()
-    return fig
 
 
 def claims_table(speedups: pd.DataFrame, paper_claim: float | None, label: str) -> pd.DataFrame:
@@ -332,8 +235,3 @@ def claims_table(speedups: pd.DataFrame, paper_claim: float | None, label: str) 
                    compute=best["compute"],
                    measured_high_compute=f"{top['speedup']:.2f}x ({top['method']}, target {top['target']:g})")
     return pd.DataFrame([row])
-
-
-# The similarity probes (gradient cosine, linear CKA) live in paper_repro.similarity; they are
-# re-exported here so that `paper_repro.analysis` is the one place to look for analysis functions.
-from .similarity import cka_table, gradient_cosine, GradientCosineRecorder, linear_cka  # noqa: E402,F401

@@ -5,8 +5,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from paper_repro import methods, models
-from paper_repro.distributed import bench, report
+from paper_repro import cli, methods, models
+from paper_repro.distributed import report
 from paper_repro.distributed.memory import SavedTensorMeter, saved_bytes_of, state_bytes
 from paper_repro.distributed.stages import PipelineConfig, balanced_split, plan_stages, predicted_comm
 
@@ -62,7 +62,7 @@ def test_state_bytes_counts_params_grads_and_adam_state():
 
 def test_comm_only_cli_writes_json(tmp_path, capsys):
     out = tmp_path / "comm.json"
-    code = bench.main(["pipeline", "--model", "resnet18", "--model-kwargs", '{"width": 8}', "--image-size", "16",
+    code = cli.main(["bench", "pipeline", "--model", "resnet18", "--model-kwargs", '{"width": 8}', "--image-size", "16",
                        "--stages", "3", "--micro-batch", "4", "--micro-batches", "12", "--schedule", "local,gpipe,ddp", "--comm-only",
                        "--json", str(out)])
     assert code == 0
@@ -90,7 +90,7 @@ def test_comm_only_cli_writes_json(tmp_path, capsys):
 
 
 def test_bad_cli_values_exit_2(capsys):
-    assert bench.main(["pipeline", "--comm-only", "--dtype", "float32", "--stages", "0"]) == 2
+    assert cli.main(["bench", "pipeline", "--comm-only", "--dtype", "float32", "--stages", "0"]) == 2
     assert "stages must be a positive integer, got 0" in capsys.readouterr().err
 
 
@@ -107,12 +107,6 @@ def test_targets_compare_runs_side_by_side():
     assert got["comm bytes local / pipelined backprop"] == (0.5, True)
     assert got["peak memory local / 1F1B+recompute (worst stage)"] == (1.0, True)
     assert "MISSED" not in report.format_targets(rows)
-
-
-def test_profiles():
-    assert report.profile_settings("quick")["stages"] == 2
-    with pytest.raises(ValueError, match="unknown profile 'huge'; valid: quick, cpu, full"):
-        report.profile_settings("huge")
 
 
 def test_predicted_comm_for_ddp_is_a_ring_allreduce():

@@ -1,4 +1,4 @@
-"""Issue 6, faults: a sweep or benchmark killed or interrupted mid-run loses nothing finished.
+"""Faults: a sweep or benchmark killed or interrupted mid-run loses nothing finished.
 
 Each test starts the real command (``python -m paper_repro ...``) as a subprocess in its own
 session (process group), injects the fault with ``os.kill`` while a run is in progress, and
@@ -255,10 +255,10 @@ def test_leftovers_of_a_killed_writer_are_cleaned_and_never_block_a_resume(tmp_p
     grid = sweep.Grid(**GRID)
     root = tmp_path / "faults"
     root.mkdir()
-    (root / f".grid.json.{sweep._HOST}.{dead.pid}.tmp").write_text('{"name": ')  # killed at creation
+    (root / f".grid.json.{sweep.store._HOST}.{dead.pid}.tmp").write_text('{"name": ')  # killed at creation
     sweep.open_store(root, grid)
     assert sorted(f.name for f in root.iterdir()) == ["grid.json", "points"]
-    names = {"dead": f".{IDS[0]}.csv.{sweep._HOST}.{dead.pid}.tmp", "alive": f".{IDS[1]}.csv.{sweep._HOST}."
+    names = {"dead": f".{IDS[0]}.csv.{sweep.store._HOST}.{dead.pid}.tmp", "alive": f".{IDS[1]}.csv.{sweep.store._HOST}."
              f"{os.getpid()}.tmp", "other host": f".{IDS[2]}.csv.elsewhere.{dead.pid}.tmp"}
     for name in names.values():
         (root / "points" / name).write_text("step,exam")  # half a file

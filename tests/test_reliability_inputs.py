@@ -1,4 +1,4 @@
-"""Issue 6, bad input: every mistake a user can type costs seconds, not a night.
+"""Bad input: every mistake a user can type costs seconds, not a night.
 
 Each case runs ``paper-repro`` in-process (``cli.main``) as a user would and checks exit status 2
 and that stderr names the bad value and what is allowed; one case runs the real console script
@@ -18,7 +18,8 @@ import pandas as pd
 import pytest
 import torch
 
-from paper_repro import analysis, cli, methods, models, profiles, sweep, train
+from paper_repro import analysis, cli, methods, models, settings, sweep, train
+from paper_repro.plots import efficiency as efficiency_plots
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
@@ -237,7 +238,7 @@ def test_sweep_bad_results_path_device_and_grid_file_shape(tmp_path, capsys):
 
 
 def test_sweep_into_a_foreign_results_folder(tmp_path, capsys):
-    grid = profiles.compute_grid("mlp", "quick")
+    grid = settings.compute_grid("mlp", "quick")
     store = tmp_path / grid.name
     store.mkdir()
     (store / "notes.txt").write_text("someone else's files")
@@ -289,11 +290,11 @@ def test_unreached_target_says_so_in_the_plot_and_speedup():
     ttt = analysis.time_to_target(table, [0.1], window=1)
     assert analysis.unreached_targets(ttt) == [0.1]
     frontier = analysis.pareto_frontier(ttt)
-    fig = analysis.plot_pareto(ttt, frontier, "unreached")
+    fig = efficiency_plots.plot_pareto(ttt, frontier, "unreached")
     assert [t.get_text() for ax in fig.axes for t in ax.texts] == ["target 0.1 not reached\nby any run"]
     speedups = analysis.speedup(frontier)  # nothing to compare: an empty table, not an error
     assert speedups.empty and analysis.max_speedup(speedups).empty
-    fig2 = analysis.plot_speedup(speedups, "unreached")
+    fig2 = efficiency_plots.plot_speedup(speedups, "unreached")
     assert any("no target reached" in t.get_text() for ax in fig2.axes for t in ax.texts)
     assert analysis.claims_table(speedups, 10, "MLP").loc[0, "measured_max"].startswith("none (no target reached")
     # target 1.8 reached by both methods, 1.0 by greedy only, 0.1 by nobody: every target keeps its
@@ -309,7 +310,7 @@ def test_unreached_target_says_so_in_the_plot_and_speedup():
     ttt = analysis.time_to_target(table, [1.8, 0.1, 1.0], window=1)
     assert analysis.unreached_targets(ttt) == [0.1]
     frontier = analysis.pareto_frontier(ttt)
-    fig3 = analysis.plot_pareto(ttt, frontier, "some unreached")
+    fig3 = efficiency_plots.plot_pareto(ttt, frontier, "some unreached")
     texts = {ax.get_title(): [t.get_text() for t in ax.texts] for ax in fig3.axes}
     assert texts == {"target loss 1.8": [], "target loss 1": ["not reached by backprop"],
                      "target loss 0.1": ["target 0.1 not reached\nby any run"]}
@@ -376,12 +377,7 @@ def _parameters_and_checked(path):
     return names, checked
 
 
-NOT_YET_VALIDATING: set[str] = set()
-
-
-@pytest.mark.parametrize("path", [pytest.param(p, id=p.stem, marks=[pytest.mark.xfail(
-    reason="similarity notebooks (their owner): parameters cell not yet passed to check_parameters",
-    strict=False)] if p.stem in NOT_YET_VALIDATING else []) for p in sorted(NOTEBOOKS.glob("*.ipynb"))])
+@pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("*.ipynb")), ids=lambda p: p.stem)
 def test_every_notebook_checks_the_type_of_every_parameter(path):
     names, checked = _parameters_and_checked(path)
     assert {"profile", "figures_dir"} <= names

@@ -1,12 +1,11 @@
 """The sweep store: atomic point files, resume, shards, divergence, workers, CLI."""
-import argparse
 import json
 import os
 
 import pandas as pd
 import pytest
 
-from paper_repro import sweep
+from paper_repro import cli, sweep
 
 
 def tiny_grid(**over):
@@ -116,8 +115,7 @@ def test_parallel_workers_write_the_same_points(tmp_path):
 def test_cli_runs_a_grid_file(tmp_path, capsys):
     grid_file = tmp_path / "g.json"
     grid_file.write_text(json.dumps(tiny_grid(name="cli", methods=["greedy"], batch_sizes=[8]).to_dict()))
-    parser = argparse.ArgumentParser()
-    sweep.add_cli(parser.add_subparsers(dest="command"))
+    parser = cli.build_parser()
     args = parser.parse_args(["sweep", "--grid", str(grid_file), "--results", str(tmp_path), "--no-progress",
                               "--threads", "1"])
     assert args.func(args) == 0

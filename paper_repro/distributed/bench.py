@@ -1,4 +1,5 @@
-"""``paper-repro bench pipeline``: throughput, busy time, communication and memory per stage.
+"""The pipeline benchmark behind ``paper-repro bench pipeline``: throughput, busy time,
+communication and memory per stage.
 
     paper-repro bench pipeline --model resnet34 --image-size 224 --stages 4 --micro-batch 8 \\
         --micro-batches 16 --schedule local --json out.json
@@ -11,14 +12,10 @@ models too large for the machine at hand.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import sys
-from pathlib import Path
 
-from .launch import PipelineError, launch
-from .report import format_table, format_targets, median_records, targets, to_frame
-from .run import add_arguments, configs_from_args, prepare, write_json
+from .launch import launch
+from .run import prepare
 from .stages import PipelineConfig, boundary_records, label_info, predicted_comm
 
 
@@ -78,52 +75,3 @@ def comm_only(configs: PipelineConfig | list[PipelineConfig]) -> list[dict]:
             "param_bytes": grad_bytes,
         })
     return records
-
-
-def _cmd_pipeline(args) -> int:
-    configs = configs_from_args(args)
-    if args.comm_only:
-        records = comm_only(configs)
-    else:
-        try:
-            records = run_pipeline(configs, timeout=args.launch_timeout, progress=not args.no_progress,
-                                   keep_logs=True)
-        except PipelineError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 1
-    if args.repeats > 1 and not args.comm_only:
-        records = median_records(records)
-    print(format_table(records))
-    if len({r["schedule"] for r in records}) > 1 and not args.comm_only:
-        print()
-        print(format_targets(targets(records)))
-    if args.json:
-        write_json(records, args.json)
-        csv = Path(args.json).with_suffix(".csv")
-        to_frame(records).to_csv(csv, index=False)
-        print(f"results written to {args.json} and {csv} (one row per run and stage)")
-    return 0
-
-
-def add_cli(bench_subparsers) -> argparse.ArgumentParser:
-    """Register ``pipeline`` on the ``bench`` command's subparsers."""
-    p = bench_subparsers.add_parser("pipeline", help="local-parallel pipeline vs pipelined backprop vs DDP",
-                                    description=__doc__.splitlines()[0])
-    add_arguments(p)
-    p.add_argument("--comm-only", action="store_true",
-                   help="only compute the bytes from the boundary shapes (no processes, no training)")
-    p.add_argument("--launch-timeout", type=float, default=None, help="kill the run after this many seconds")
-    p.add_argument("--no-progress", action="store_true")
-    p.set_defaults(func=_cmd_pipeline)
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Stand-alone: ``python -m paper_repro.distributed.bench pipeline ...`` (= ``paper-repro bench ...``)."""
-    from ..cli import main as cli_main
-
-    return cli_main(["bench", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

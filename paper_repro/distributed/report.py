@@ -1,29 +1,14 @@
-"""Tables, target checks, profiles and figures for the pipeline benchmark records."""
+"""Tables of the pipeline benchmark records: per-run lines, medians over repeats, the
+throughput / busy / communication / memory targets, and tidy DataFrames for the figures of
+:mod:`paper_repro.plots.pipeline`. The notebook's settings live in :mod:`paper_repro.settings`."""
 from __future__ import annotations
 
 import math
+import statistics
+
+import pandas as pd
 
 MB = 1e6
-
-# The notebook's profiles: quick = 2 CPU processes in about a minute; cpu = the README's run
-# (results/pipeline/resnet18w16_cpu2.json); full = ResNet-34 at 224x224 on 4 GPUs.
-PROFILES = {
-    "quick": dict(model="resnet18", model_kwargs={"width": 8}, image_size=16, stages=2,
-                  micro_batch=[8, 32], micro_batches=8, steps=2, warmup_steps=1, device="cpu"),
-    "cpu": dict(model="resnet18", model_kwargs={"width": 16}, image_size=32, stages=2,
-                micro_batch=[8, 16, 32], micro_batches=16, steps=3, warmup_steps=1, device="cpu",
-                repeats=3, local_update_every=(1, 16)),
-    "full": dict(model="resnet34", model_kwargs={}, image_size=224, num_classes=1000, stages=4,
-                 micro_batch=[4, 8, 16, 32], micro_batches=16, steps=10, warmup_steps=2, device="cuda",
-                 repeats=2, local_update_every=(1, 16)),
-}
-
-
-def profile_settings(profile: str) -> dict:
-    """Settings of the notebook profile ``quick`` | ``cpu`` | ``full``."""
-    if profile not in PROFILES:
-        raise ValueError(f"unknown profile {profile!r}; valid: {', '.join(PROFILES)}")
-    return dict(PROFILES[profile])
 
 
 def label(record: dict) -> str:
@@ -32,24 +17,10 @@ def label(record: dict) -> str:
     return record["schedule"] if record["schedule"] != "local" or u == 1 else f"local/{u}"
 
 
-def configs_for(settings: dict, schedules=("local", "gpipe", "1f1b", "1f1b-recompute", "ddp"), **overrides):
-    """Configs for every micro-batch size in ``settings`` x schedule (see ``run.expand``);
-    ``settings`` may also hold ``repeats`` and ``local_update_every``."""
-    from .run import expand
-
-    settings = {**settings, **overrides}
-    sizes = settings.pop("micro_batch")
-    repeats = settings.pop("repeats", 1)
-    update_every = settings.pop("local_update_every", (1,))
-    return expand(settings, schedules, sizes, update_every, repeats)
-
-
 def median_records(records: list[dict]) -> list[dict]:
     """One record per (schedule, micro-batch size): the median throughput and busy fractions over
     repeats (``repeats`` and ``samples_per_s_runs`` say how many and what they were); bytes and
     memory do not change between repeats."""
-    import statistics
-
     groups: dict[tuple, list[dict]] = {}
     for r in records:
         groups.setdefault((label(r), r["micro_batch"]), []).append(r)
@@ -87,7 +58,8 @@ def format_table(records: list[dict]) -> str:
 
 
 def targets(records: list[dict]) -> list[dict]:
-    """The issue's targets, per micro-batch size, from runs measured side by side."""
+    """The benchmark's targets (throughput ratios, busy fraction, bytes and memory ratios), per
+    micro-batch size, from runs measured side by side."""
     by_mb: dict[int, dict[str, dict]] = {}
     for r in records:
         by_mb.setdefault(r["micro_batch"], {})[label(r)] = r
@@ -168,8 +140,6 @@ def format_targets(rows: list[dict]) -> str:
 
 def to_frame(records: list[dict]):
     """A tidy DataFrame: one row per (run, stage)."""
-    import pandas as pd
-
     rows = []
     for r in records:
         mems = r.get("peak_mem_bytes_per_stage") or [math.nan] * r["stages"]
@@ -185,8 +155,6 @@ def to_frame(records: list[dict]):
 
 def comm_frame(records: list[dict]):
     """The communication table (one row per schedule) with the paper's figures beside ours."""
-    import pandas as pd
-
     paper = {"local": 43.2, "gpipe": 86.4, "1f1b": 86.4, "1f1b-recompute": 86.4}
     rows = []
     for r in records:
@@ -199,75 +167,3 @@ def comm_frame(records: list[dict]):
                      "total MB/step": (c["forward"] + c["backward"]) * B * M / MB,
                      "paper MB (setup unknown)": paper.get(r["schedule"], math.nan)})
     return pd.DataFrame(rows)
-
-
-def model_label(model: str, model_kwargs: dict, image_size: int | None = None) -> str:
-    """``MLP 8x1024``, ``ResNet-18 (width 16), 32x32 inputs``, ..."""
-    kw = model_kwargs or {}
-    if model == "mlp":
-        name = f"MLP {kw.get('depth', 4)}x{kw.get('width', 256)}"
-    elif model.startswith("resnet"):
-        name = f"ResNet-{model[6:]}" + (f" (width {kw['width']})" if "width" in kw else "")
-    else:
-        name = f"Transformer {kw}" if kw else "Transformer"
-    return name + (f", {image_size}x{image_size} inputs" if image_size and model != "transformer" else "")
-
-
-def _micro_batch_axis(ax, sizes) -> None:
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(sorted(sizes), [str(v) for v in sorted(sizes)])
-    ax.minorticks_off()
-    ax.set_xlabel("micro-batch size (samples)")
-
-
-def plot_throughput(records: list[dict], title: str):
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    df = to_frame(records).drop_duplicates(["schedule", "micro_batch"])
-    fig, ax = plt.subplots(figsize=(7.5, 4))
-    sns.lineplot(df, x="micro_batch", y="samples_per_s", hue="schedule", style="schedule", markers=True,
-                 ax=ax)
-    ax.set(ylabel="throughput (samples/s)", title=title, ylim=(0, None))
-    _micro_batch_axis(ax, df.micro_batch.unique())
-    sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1))
-    fig.tight_layout()
-    return fig
-
-
-def plot_memory(records: list[dict], title: str):
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    df = to_frame(records)
-    stages = sorted(df.stage.unique())
-    fig, axes = plt.subplots(1, len(stages), figsize=(4.5 * len(stages), 4), sharey=True, squeeze=False)
-    for ax, s in zip(axes[0], stages):
-        sns.lineplot(df[df.stage == s], x="micro_batch", y="peak_mem_MB", hue="schedule", style="schedule",
-                     markers=True, ax=ax, legend=s == stages[-1])
-        ax.set(ylabel="peak memory (MB, log scale)", title=f"stage {s}", yscale="log")
-        _micro_batch_axis(ax, df.micro_batch.unique())
-    sns.move_legend(axes[0][-1], "upper left", bbox_to_anchor=(1.02, 1))
-    fig.suptitle(title)
-    fig.tight_layout()
-    return fig
-
-
-def plot_busy(records: list[dict], title: str):
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    df = to_frame(records)
-    sizes = sorted(df.micro_batch.unique())
-    fig, axes = plt.subplots(1, len(sizes), figsize=(4.5 * len(sizes), 4), sharey=True, squeeze=False)
-    for ax, b in zip(axes[0], sizes):
-        sns.barplot(df[df.micro_batch == b], x="schedule", y="busy_fraction", hue="stage", ax=ax, errorbar=None,
-                    legend=b == sizes[-1])
-        if b == sizes[-1]:
-            sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1), title="stage")
-        ax.axhline(0.9, color="k", ls="--", lw=1)
-        ax.set(ylim=(0, 1.05), ylabel="busy fraction (steady state)", title=f"micro-batch {b}", xlabel="")
-        ax.tick_params(axis="x", rotation=45)
-    fig.suptitle(title)
-    fig.tight_layout()
-    return fig
