@@ -27,11 +27,13 @@ class BlockNet(nn.Module):
 
     ``head_factory(i)`` returns a new auxiliary head for the output of block ``i``;
     ``task`` is ``"classification"`` or ``"lm"`` (next-token prediction); ``expects``
-    describes the input the net takes, for error messages (e.g. ``"(N, 3, H, W) images"``).
+    describes the input the net takes, for error messages (e.g. ``"(N, 3, H, W) images"``);
+    ``model`` is the registry name it was built under (:data:`MODELS`), None for other nets.
     """
 
     def __init__(self, blocks: list[nn.Module], head_factory: Callable[[int], nn.Module],
-                 task: str = "classification", name: str = "net", expects: str = ""):
+                 task: str = "classification", name: str = "net", expects: str = "",
+                 model: str | None = None):
         super().__init__()
         self.blocks = nn.ModuleList(blocks)
         self.head_factory = head_factory
@@ -39,6 +41,7 @@ class BlockNet(nn.Module):
         self.task = task
         self.name = name
         self.expects = expects
+        self.model = model
 
     def make_head(self, i: int) -> nn.Module:
         if not 0 <= i < len(self.blocks):
@@ -76,7 +79,7 @@ def mlp(depth: int = 4, width: int = 256, in_dim: int = 64, num_classes: int = 1
         if layer_norm:
             layers.append(nn.LayerNorm(width))
         blocks.append(nn.Sequential(*layers))
-    return BlockNet(blocks, lambda i: nn.Linear(width, num_classes), name=f"mlp{depth}x{width}",
+    return BlockNet(blocks, lambda i: nn.Linear(width, num_classes), name=f"mlp{depth}x{width}", model="mlp",
                     expects=f"(N, {in_dim}) inputs, or (N, ...) with {in_dim} values per example")
 
 
@@ -140,7 +143,7 @@ def transformer_lm(vocab_size: int = 256, d_model: int = 128, n_layers: int = 4,
         layer = TransformerLayer(d_model, n_heads)
         blocks.append(nn.Sequential(Embedding(vocab_size, d_model, seq_len), layer) if i == 0 else layer)
     net = BlockNet(blocks, lambda i: nn.Sequential(nn.LayerNorm(d_model), nn.Linear(d_model, vocab_size)),
-                   task="lm", name=f"transformer{n_layers}x{d_model}",
+                   task="lm", name=f"transformer{n_layers}x{d_model}", model="transformer",
                    expects=f"(N, T) token ids with T <= {seq_len} and ids < {vocab_size}")
     net.apply(_gpt_init)
     return net
@@ -202,7 +205,7 @@ def resnet(name: str = "resnet18", num_classes: int = 10, small_input: bool = Tr
             blocks.append(block_cls(inplanes, planes, s, down))
             inplanes = planes * block_cls.expansion
             channels.append(inplanes)
-    net = BlockNet(blocks, lambda i: PoolHead(channels[i], num_classes), name=name,
+    net = BlockNet(blocks, lambda i: PoolHead(channels[i], num_classes), name=name, model=name,
                    expects=f"(N, {in_channels}, H, W) images")
     for m in net.modules():  # torchvision's initialisation
         if isinstance(m, nn.Conv2d):
@@ -234,12 +237,14 @@ def build(name: str, **kwargs) -> BlockNet:
     """Build a model by name: ``mlp``, ``transformer`` or ``resnet18/34/50``."""
     check_kwargs(name, kwargs)
     if name == "mlp":
-        return mlp(**kwargs)
-    if name == "transformer":
-        return transformer_lm(**kwargs)
-    if name in _RESNETS:
-        return resnet(name, **kwargs)
-    raise ValueError(f"unknown model {name!r}; valid: {', '.join(MODELS)}")
+        net = mlp(**kwargs)
+    elif name == "transformer":
+        net = transformer_lm(**kwargs)
+    elif name in _RESNETS:
+        net = resnet(name, **kwargs)
+    else:
+        raise ValueError(f"unknown model {name!r}; valid: {', '.join(MODELS)}")
+    return net
 
 
 def _check_positive(**values: int) -> None:

@@ -30,10 +30,12 @@ from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGP
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.checkpoint import checkpoint
 
+from ..build import make_optimizer, optimizer_impl
 from . import comm
-from .local import make_optimizer, maybe_fail, timing
+from .config import DTYPES, PipelineConfig
+from .inputs import label_info
+from .local import maybe_fail, timing
 from .memory import SavedTensorMeter, peak_memory, saved_bytes_of, state_bytes
-from .stages import DTYPES, PipelineConfig, label_info
 
 LABEL_TAG = 100  # labels travel on their own tag, apart from the pipelining engine's messages
 
@@ -186,6 +188,7 @@ def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan
         "received_bytes": dict(labels_in.bytes) if labels_in else {},
         "memory": peak_memory(ctx.device, getattr(meter, "peak", 0), extra_saved, state_bytes(params, opt)),
         "recompute_saved_bytes": extra_saved,
+        "optimizer_impl": optimizer_impl(opt),
     })
     return stats
 
@@ -239,5 +242,6 @@ def run_ddp(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec, 
         "sent_bytes": {"allreduce_ring_estimate": payload["bytes"] * 2 * (S - 1) / S},
         "received_bytes": {},
         "memory": peak_memory(ctx.device, getattr(meter, "peak", 0), 0, state_bytes(params, opt)),
+        "optimizer_impl": optimizer_impl(opt),
     })
     return stats

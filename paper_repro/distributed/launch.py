@@ -25,7 +25,7 @@ import torch.distributed as dist
 from tqdm.auto import tqdm
 
 from .comm import ABORT_KEY, EXIT_PEER_FAILED, report_failure
-from .stages import PipelineConfig
+from .config import PipelineConfig
 
 
 class PipelineError(RuntimeError):

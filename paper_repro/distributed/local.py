@@ -21,16 +21,11 @@ import time
 
 import torch
 
+from ..build import make_optimizer, optimizer_impl  # noqa: F401  (make_optimizer: re-exported)
 from . import comm
+from .config import PipelineConfig, parse_fault
+from .inputs import label_info
 from .memory import SavedTensorMeter, peak_memory, state_bytes
-from .stages import PipelineConfig, label_info, parse_fault
-
-
-def make_optimizer(cfg: PipelineConfig, params) -> torch.optim.Optimizer:
-    """The single-process trainer's optimizer (Adam, or SGD with momentum 0.9) for ``params``."""
-    from ..train import TrainConfig, make_optimizer as train_optimizer
-
-    return train_optimizer(TrainConfig(optimizer=cfg.optimizer, lr=cfg.lr), params)
 
 
 def maybe_fail(cfg: PipelineConfig, rank: int, index: int) -> None:
@@ -129,6 +124,7 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
         "received_bytes": dict(receiver.bytes) if receiver else {},
         "memory": peak_memory(ctx.device, getattr(meter, "peak", 0), 0, state_bytes(params, opt)),
         "last_loss": float(losses[-1]),
+        "optimizer_impl": optimizer_impl(opt),
     })
     return stats
 

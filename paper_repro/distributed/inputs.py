@@ -1,0 +1,56 @@
+"""What a pipeline run trains on: the data (or synthetic inputs of the configured shape),
+the micro-batch stream of stage 0, the learner every process builds, and the labels' shape."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+
+from .. import build, methods
+from .config import DTYPES, PipelineConfig
+
+
+def data_spec(cfg: PipelineConfig):
+    """(data set or None, spec with kind / num_classes / input_shape / seq_len) for ``cfg``."""
+    if cfg.dataset == "synthetic":
+        if cfg.model == "transformer":
+            return None, SimpleNamespace(kind="text", num_classes=cfg.num_classes, seq_len=cfg.seq_len,
+                                         input_shape=(cfg.seq_len,))
+        return None, SimpleNamespace(kind="image", num_classes=cfg.num_classes, seq_len=None,
+                                     input_shape=(cfg.channels, cfg.image_size, cfg.image_size))
+    ds = build.load_data(cfg)
+    return ds, ds
+
+
+def build_learner(cfg: PipelineConfig, spec=None) -> methods.Learner:
+    """The full learner of ``cfg.local_method``, seeded with ``cfg.seed`` (every process builds
+    the same one, then keeps its own modules)."""
+    spec = spec if spec is not None else data_spec(cfg)[1]
+    return build.build_learner(cfg, spec, cfg.local_method, cfg.seed).to(DTYPES[cfg.dtype])
+
+
+def synthetic_batches(cfg: PipelineConfig, spec, generator: torch.Generator):
+    """Random micro-batches of the right shape forever (inputs N(0,1) or random tokens, random labels)."""
+    b = cfg.micro_batch
+    while True:
+        if spec.kind == "text":
+            yield (torch.randint(spec.num_classes, (b, spec.seq_len), generator=generator),
+                   torch.randint(spec.num_classes, (b, spec.seq_len), generator=generator))
+        else:
+            yield (torch.randn(b, *spec.input_shape, generator=generator).to(DTYPES[cfg.dtype]),
+                   torch.randint(spec.num_classes, (b,), generator=generator))
+
+
+def micro_batches(cfg: PipelineConfig, ds, spec, seed: int):
+    """The micro-batch stream read by stage 0 (or by each DDP rank, with its own ``seed``)."""
+    gen = torch.Generator().manual_seed(seed)
+    if ds is None:
+        return synthetic_batches(cfg, spec, gen)
+    dtype = DTYPES[cfg.dtype]
+    return ((x.to(dtype) if x.is_floating_point() else x, y)
+            for x, y in ds.sampler("train", cfg.micro_batch, gen))
+
+
+def label_info(spec) -> tuple[tuple, torch.dtype]:
+    """Per-sample label shape and dtype: () for classes, (seq_len,) for next-token targets."""
+    return ((spec.seq_len,) if spec.kind == "text" else ()), torch.int64
