@@ -83,6 +83,9 @@ class Learner(nn.Module):
 
     def __init__(self, net: BlockNet, spec: str):
         super().__init__()
+        if not isinstance(net, BlockNet):
+            raise ValueError(f"a Learner needs a BlockNet (paper_repro.models.build, or BlockNet.from_sequential "
+                             f"for an nn.Sequential), got {type(net).__name__}")
         self.spec = spec
         self.net = net
         self.module_blocks = module_blocks(spec, len(net.blocks))
@@ -141,6 +144,15 @@ class Learner(nn.Module):
         return self.net(x)
 
 
-def build(net: BlockNet, spec: str) -> Learner:
-    """A learner for ``spec`` in backprop | greedy | overlapping | chunked-K."""
+def build(net: BlockNet | nn.Sequential | list, spec: str, **wrap) -> Learner:
+    """A learner for ``spec`` in backprop | greedy | overlapping | chunked-K.
+
+    ``net`` is a BlockNet, or an ``nn.Sequential`` / list of blocks, which is wrapped with
+    :meth:`BlockNet.from_sequential` and ``wrap`` (``num_classes`` or ``head``; ``example``,
+    ``task``, ``name``)."""
+    if isinstance(net, (nn.Sequential, list, tuple)):
+        net = BlockNet.from_sequential(net, **wrap)
+    elif wrap:
+        raise ValueError(f"wrap arguments {', '.join(sorted(wrap))} are for an nn.Sequential or a list of blocks, "
+                         f"not a {type(net).__name__}")
     return Learner(net, spec)

@@ -1,10 +1,10 @@
-"""Models as a sequence of blocks plus a head factory.
+"""The models of the study, each a :class:`~paper_repro.blocknet.BlockNet`, and their registry.
 
-Every model here is a :class:`BlockNet`: ``blocks`` (an ``nn.ModuleList``) applied in
+Every model here is a BlockNet: ``blocks`` (an ``nn.ModuleList``) applied in
 order, then ``head`` (the network's own output head). ``make_head(i)`` builds a fresh
-*auxiliary* head for the output of block ``i`` (PAPER.md: MLP -> linear classifier,
-ResNet -> global average pool + linear, Transformer -> final LayerNorm + projection to
-the vocabulary). ``loss(logits, y)`` is the task loss. Models know nothing about
+*auxiliary* head for the output of block ``i``, as in the paper (``docs/paper.md``):
+MLP -> linear classifier, ResNet -> global average pool + linear, Transformer -> final
+LayerNorm + projection to the vocabulary. ``loss(logits, y)`` is the task loss. Models know nothing about
 local-learning methods: :mod:`paper_repro.methods` decides where losses and
 stop-gradients go.
 """
@@ -12,59 +12,15 @@ from __future__ import annotations
 
 import inspect
 import math
-from typing import Callable
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torchvision.models.resnet import BasicBlock, Bottleneck, conv1x1
 
+from .blocknet import AutoHead, BlockNet  # noqa: F401  (re-exported: models.BlockNet)
+
 MODELS = ("mlp", "transformer", "resnet18", "resnet34", "resnet50")
-
-
-class BlockNet(nn.Module):
-    """``forward(x) = head(blocks[-1](...blocks[0](x)))``: plain backprop inference.
-
-    ``head_factory(i)`` returns a new auxiliary head for the output of block ``i``;
-    ``task`` is ``"classification"`` or ``"lm"`` (next-token prediction); ``expects``
-    describes the input the net takes, for error messages (e.g. ``"(N, 3, H, W) images"``);
-    ``model`` is the registry name it was built under (:data:`MODELS`), None for other nets.
-    """
-
-    def __init__(self, blocks: list[nn.Module], head_factory: Callable[[int], nn.Module],
-                 task: str = "classification", name: str = "net", expects: str = "",
-                 model: str | None = None):
-        super().__init__()
-        self.blocks = nn.ModuleList(blocks)
-        self.head_factory = head_factory
-        self.head = head_factory(len(blocks) - 1)
-        self.task = task
-        self.name = name
-        self.expects = expects
-        self.model = model
-
-    def make_head(self, i: int) -> nn.Module:
-        if not 0 <= i < len(self.blocks):
-            raise ValueError(f"block index {i} out of range 0..{len(self.blocks) - 1}")
-        return self.head_factory(i)
-
-    def features(self, x: torch.Tensor) -> list[torch.Tensor]:
-        """Outputs of every block (for probes such as CKA)."""
-        outs = []
-        for block in self.blocks:
-            x = block(x)
-            outs.append(x)
-        return outs
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for block in self.blocks:
-            x = block(x)
-        return self.head(x)
-
-    def loss(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        if self.task == "lm":
-            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-        return F.cross_entropy(logits, y)
 
 
 # ---------------------------------------------------------------------------- MLP

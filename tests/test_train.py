@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 import torch
 
-from paper_repro import cli, train
+from paper_repro import cli, methods, train
 
 
 def cfg(**kw):
@@ -155,3 +155,15 @@ def test_stop_loss_stops_at_the_first_evaluation_reaching_it():
 def test_bad_train_eval_options_raise(kw, word):
     with pytest.raises(ValueError, match=word):
         cfg(**kw).validate()
+
+
+def test_a_wrapped_sequential_trains_and_the_records_name_it():
+    seq = torch.nn.Sequential(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 32), torch.nn.ReLU()),
+                              torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU()))
+    torch.manual_seed(0)
+    learner = methods.build(seq, "greedy", num_classes=10)  # lazy heads: sized by the trainer's first check
+    cfg = train.TrainConfig(model=None, method=None, steps=100, eval_every=0, eval_examples=None,
+                            progress=False)
+    result = train.train(cfg, learner=learner)
+    assert result.summary()["model"] == "sequential" and result.summary()["method"] == "greedy"
+    assert result.summary()["eval_acc"] > 0.6  # digits: 10 classes, chance 0.1
