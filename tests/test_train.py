@@ -63,7 +63,7 @@ def test_bad_config_raises_naming_value(kw, word):
 
 
 def test_digits_accuracy_targets():
-    """Issue 2's bar: a 4-block MLP on digits reaches >= 95% test accuracy with backprop and
+    """The accuracy bar: a 4-block MLP on digits reaches >= 95% test accuracy with backprop and
     chunked-2, >= 90% with greedy and overlapping (400 steps of Adam, batch 64)."""
     accs = {}
     for method, bar in [("backprop", 0.95), ("chunked-2", 0.95), ("greedy", 0.90), ("overlapping", 0.90)]:
