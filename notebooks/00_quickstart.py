@@ -34,16 +34,16 @@ from pathlib import Path
 import torch
 from IPython.display import display
 
-from paper_repro import plots, profiles, train
+from paper_repro import plots, settings, train
 from paper_repro.notebooks import check_parameters
 
 check_parameters(dict(profile=profile, figures_dir=figures_dir, data_dir=data_dir, seed=seed),
                  dict(profile=str, figures_dir=str, data_dir=(str, type(None)), seed=int))
 torch.set_num_threads(1 if profile == "quick" else torch.get_num_threads())
-cfg = profiles.quickstart_config(profile, data_dir=data_dir, seed=seed)
+cfg = settings.quickstart_config(profile, data_dir=data_dir, seed=seed)
 cfg.progress = False
 data = train.load_data(cfg)
-methods = profiles.QUICKSTART_METHODS
+methods = settings.QUICKSTART_METHODS
 print(data.source, "| train", data.num_examples("train"), "| test", data.num_examples("test"))
 cfg
 

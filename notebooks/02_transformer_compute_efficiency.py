@@ -41,21 +41,21 @@ from pathlib import Path
 
 from IPython.display import display
 
-from paper_repro import analysis, plots, profiles, sweep
+from paper_repro import analysis, plots, settings, sweep
 from paper_repro.notebooks import check_parameters
 
 check_parameters(dict(profile=profile, figures_dir=figures_dir, results_dir=results_dir, data_dir=data_dir,
                       device=device, workers=workers, window=window),
                  dict(profile=str, figures_dir=str, results_dir=str, data_dir=(str, type(None)), device=str,
                       workers=int, window=int))
-grid = profiles.compute_grid("transformer", profile)
+grid = settings.compute_grid("transformer", profile)
 # the quick profile always trains afresh (a temporary store); cpu/full resume their store
 root = Path(tempfile.mkdtemp()) / grid.name if profile == "quick" else Path(results_dir) / grid.name
 report = sweep.run_sweep(grid, root, workers=workers, device=device, data_dir=data_dir,
                          threads=None if device.startswith("cuda") else 1, progress=profile != "quick")
 print(report)
 df = sweep.load_results(root)
-model_label, data_label = sweep.describe(grid, "pydoc text" if grid.dataset == "text" and data_dir is None else data_dir)
+model_label, data_label = plots.grid_labels(grid, "pydoc text" if grid.dataset == "text" and data_dir is None else data_dir)
 def title(what):
     return plots.figure_title(what, model=model_label, dataset=data_label, profile=profile, device=device)
 print(f"{df.point_id.nunique()} runs, {len(df)} steps recorded, "
@@ -80,7 +80,7 @@ costs
 # `window` steps, for the best learning rate of each method at a few batch sizes.
 
 # %%
-fig = analysis.plot_loss_curves(df, title(f"Training loss vs step (smoothed over {window} steps)"), window=window)
+fig = plots.efficiency.plot_loss_curves(df, title(f"Training loss vs step (smoothed over {window} steps)"), window=window)
 plots.save_figure(fig, f"02_transformer_loss_{profile}", figures_dir);
 
 # %% [markdown]
@@ -97,7 +97,7 @@ print("targets:", targets)
 display(ttt.groupby(["target", "method"]).reached.agg(["sum", "count"]).unstack("method"))
 
 # %%
-fig = analysis.plot_pareto(ttt, frontier, title("Time vs compute to target loss (Pareto frontiers)"))
+fig = plots.efficiency.plot_pareto(ttt, frontier, title("Time vs compute to target loss (Pareto frontiers)"))
 plots.save_figure(fig, f"02_transformer_pareto_{profile}", figures_dir);
 
 # %% [markdown]
@@ -107,7 +107,7 @@ plots.save_figure(fig, f"02_transformer_pareto_{profile}", figures_dir);
 
 # %%
 speedups = analysis.speedup(frontier)
-fig = analysis.plot_speedup(speedups, title("Speedup over backprop at equal compute"))
+fig = plots.efficiency.plot_speedup(speedups, title("Speedup over backprop at equal compute"))
 plots.save_figure(fig, f"02_transformer_speedup_{profile}", figures_dir);
 best = analysis.max_speedup(speedups).merge(analysis.high_compute_speedup(speedups), on=["method", "target"],
                                             how="outer", suffixes=("_max", "_high_compute"))

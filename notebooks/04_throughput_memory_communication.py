@@ -39,14 +39,16 @@ from IPython.display import display
 
 from paper_repro import plots
 from paper_repro.distributed import bench, report
+from paper_repro.distributed.options import configs_for
 from paper_repro.notebooks import check_parameters
+from paper_repro.settings import pipeline_settings
 
 import json
 from pathlib import Path
 
 check_parameters(dict(profile=profile, figures_dir=figures_dir, results=results),
                  dict(profile=str, figures_dir=str, results=(str, type(None))))
-settings = report.profile_settings(profile)
+settings = pipeline_settings(profile)
 if results is not None:  # the settings of the stored run
     with open(results) as f:
         records = json.load(f)
@@ -54,7 +56,7 @@ if results is not None:  # the settings of the stored run
     settings.update(model=r["model"], model_kwargs=r["model_kwargs"], stages=r["stages"], device=r["device"],
                     micro_batch=sorted({x["micro_batch"] for x in records}), micro_batches=r["micro_batches"],
                     image_size=r.get("image_size", settings["image_size"]))
-model = report.model_label(settings["model"], settings["model_kwargs"], settings["image_size"])
+model = plots.model_label(settings["model"], settings["model_kwargs"], settings["image_size"])
 device = settings["device"]
 tag = profile if results is None else Path(results).stem  # figure names: 04_pipeline_<what>_<tag>.png
 print(model, "| stages:", settings["stages"], "| micro-batch sizes:", settings["micro_batch"],
@@ -72,7 +74,7 @@ print(model, "| stages:", settings["stages"], "| micro-batch sizes:", settings["
 
 # %%
 if results is None:
-    records = report.median_records(bench.run_pipeline(report.configs_for(settings), progress=False))
+    records = report.median_records(bench.run_pipeline(configs_for(settings), progress=False))
 print(report.format_table(records))
 
 # %% [markdown]
@@ -92,7 +94,7 @@ print(report.format_targets(report.targets(records)))
 # %%
 title = plots.figure_title("Pipeline throughput (samples/s, after warm-up)", model=model,
                            dataset="synthetic", profile=profile, device=device)
-fig = report.plot_throughput(records, title)
+fig = plots.pipeline.plot_throughput(records, title)
 plots.save_figure(fig, f"04_pipeline_throughput_{tag}", figures_dir);
 
 # %% [markdown]
@@ -104,7 +106,7 @@ plots.save_figure(fig, f"04_pipeline_throughput_{tag}", figures_dir);
 # %%
 title = plots.figure_title("Peak memory per stage", model=model, dataset="synthetic", profile=profile,
                            device=device)
-fig = report.plot_memory(records, title)
+fig = plots.pipeline.plot_memory(records, title)
 plots.save_figure(fig, f"04_pipeline_memory_{tag}", figures_dir);
 
 # %% [markdown]
@@ -116,7 +118,7 @@ plots.save_figure(fig, f"04_pipeline_memory_{tag}", figures_dir);
 # %%
 title = plots.figure_title("Busy fraction per stage (steady state)", model=model, dataset="synthetic",
                            profile=profile, device=device)
-fig = report.plot_busy(records, title)
+fig = plots.pipeline.plot_busy(records, title)
 plots.save_figure(fig, f"04_pipeline_busy_{tag}", figures_dir);
 
 # %% [markdown]
@@ -134,7 +136,7 @@ import pandas as pd
 
 comm = []
 for dtype in ("float32", "float16"):
-    comm += bench.comm_only(report.configs_for(
+    comm += bench.comm_only(configs_for(
         dict(model="resnet34", model_kwargs={}, image_size=224, num_classes=1000, stages=4, micro_batch=[8],
              micro_batches=16, dtype=dtype)))
 table = report.comm_frame(comm)

@@ -15,7 +15,7 @@
 # last layer 1.0, 4th ~0.95-1.0, 3rd ~0.6-0.75, 2nd ~0.4-0.5, 1st ~0.25-0.3.
 #
 # Here: an MLP of 5 blocks (a "layer" = a block, numbered from 1), trained with greedy, overlapping
-# and chunked-2 updates; `sim.GradientCosineRecorder` (a `train.train` callback) computes both
+# and chunked-2 updates; `probes.GradientCosineRecorder` (a `train.train` callback) computes both
 # gradients with `torch.autograd.grad` every few steps, so training itself is untouched.
 # Profiles: `quick` = digits (offline, seconds), `cpu` = a CIFAR-10 subset, `full` = CIFAR-10, 10k steps.
 
@@ -34,8 +34,9 @@ import pandas as pd
 import torch
 from IPython.display import display
 
-from paper_repro import similarity as sim
+from paper_repro import plots, probes
 from paper_repro.notebooks import check_parameters
+from paper_repro.settings import similarity_settings
 from paper_repro.train import TrainConfig
 
 check_parameters(dict(profile=profile, figures_dir=figures_dir, data_dir=data_dir, results_dir=results_dir,
@@ -44,8 +45,8 @@ check_parameters(dict(profile=profile, figures_dir=figures_dir, data_dir=data_di
 device = "cuda" if torch.cuda.is_available() else "cpu"
 if num_threads:
     torch.set_num_threads(num_threads)  # small models on a shared CPU: extra threads only add overhead
-S = sim.settings('gradient', profile)
-data = sim.load_data(S, data_dir)
+S = similarity_settings('gradient', profile)
+data = probes.load_data(S, data_dir)
 save_tables = profile != "quick"  # quick runs never overwrite the committed cpu/full results
 if save_tables:
     Path(results_dir).mkdir(parents=True, exist_ok=True)
@@ -59,7 +60,7 @@ S
 cfg = TrainConfig(model="mlp", dataset=S["dataset"], steps=S["steps"], batch_size=S["batch_size"], lr=S["lr"],
                   device=device, model_kwargs=dict(depth=S["depth"], width=S["width"]))
 t0 = time.perf_counter()
-df = sim.gradient_similarity_runs(cfg, S["methods"], S["seeds"], S["every"], data=data)
+df = probes.gradient_similarity_runs(cfg, S["methods"], S["seeds"], S["every"], data=data)
 print(f"{len(S['methods'])} methods x {len(S['seeds'])} seeds x {S['steps']} steps in {time.perf_counter() - t0:.0f} s")
 if save_tables:
     df.to_csv(Path(results_dir) / f"gradient_cosine_{profile}.csv", index=False)
@@ -71,11 +72,11 @@ if save_tables:
 # second chunk, so layers 4-5 are at 1 there.
 
 # %%
-title = sim.figure_title("Cosine(local update, backprop gradient) per layer",
-                         model=f"MLP {S['depth']}x{S['width']}", dataset=sim.data_label(data),
+title = plots.figure_title("Cosine(local update, backprop gradient) per layer",
+                         model=f"MLP {S['depth']}x{S['width']}", dataset=plots.data_label(data),
                          profile=profile, device=device)
-fig = sim.plot_gradient_cosine(df, title, S["methods"])
-sim.save_figure(fig, f"05_gradient_similarity_{profile}", figures_dir)
+fig = plots.similarity.plot_gradient_cosine(df, title, S["methods"])
+plots.save_figure(fig, f"05_gradient_similarity_{profile}", figures_dir)
 
 # %% [markdown]
 # **Claims.** Mean cosine over the last 20% of training per layer (greedy), sd over seeds, next to the
@@ -83,10 +84,10 @@ sim.save_figure(fig, f"05_gradient_similarity_{profile}", figures_dir)
 # similarity rises with depth.
 
 # %%
-claims = sim.gradient_claims(df, "greedy")
+claims = probes.gradient_claims(df, "greedy")
 display(claims)
-print("similarity rises with depth (layer 1 < ... < 5):", sim.ordering_holds(claims))
+print("similarity rises with depth (layer 1 < ... < 5):", probes.ordering_holds(claims))
 for method in S["methods"][1:]:
-    display(sim.gradient_claims(df, method)[["layer", "measured", "sd_over_seeds"]].assign(method=method))
+    display(probes.gradient_claims(df, method)[["layer", "measured", "sd_over_seeds"]].assign(method=method))
 if save_tables:
     claims.to_csv(Path(results_dir) / f"gradient_claims_{profile}.csv", index=False)

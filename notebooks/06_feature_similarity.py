@@ -34,8 +34,9 @@ import pandas as pd
 import torch
 from IPython.display import display
 
-from paper_repro import similarity as sim
+from paper_repro import plots, probes
 from paper_repro.notebooks import check_parameters
+from paper_repro.settings import similarity_settings
 from paper_repro.train import TrainConfig
 
 check_parameters(dict(profile=profile, figures_dir=figures_dir, data_dir=data_dir, results_dir=results_dir,
@@ -44,8 +45,8 @@ check_parameters(dict(profile=profile, figures_dir=figures_dir, data_dir=data_di
 device = "cuda" if torch.cuda.is_available() else "cpu"
 if num_threads:
     torch.set_num_threads(num_threads)  # small models on a shared CPU: extra threads only add overhead
-S = sim.settings('features', profile)
-data = sim.load_data(S, data_dir)
+S = similarity_settings('features', profile)
+data = probes.load_data(S, data_dir)
 save_tables = profile != "quick"  # quick runs never overwrite the committed cpu/full results
 if save_tables:
     Path(results_dir).mkdir(parents=True, exist_ok=True)
@@ -59,7 +60,7 @@ S
 cfg = TrainConfig(model=S["model"], dataset=S["dataset"], steps=S["steps"], batch_size=S["batch_size"],
                   lr=S["lr"], device=device)
 t0 = time.perf_counter()
-nets, summary = sim.train_nets(cfg, S["methods"], data=data)
+nets, summary = probes.train_nets(cfg, S["methods"], data=data)
 print(f"{len(nets)} nets x {S['steps']} steps in {time.perf_counter() - t0:.0f} s")
 display(summary)
 if save_tables:
@@ -75,9 +76,9 @@ if save_tables:
 # %%
 note = " (quick profile: NOT meaningful, a few steps on 8x8 digits)" if profile == "quick" else ""
 what = f"First-layer filters after {S['steps']} steps{note}"
-title = sim.figure_title(what, model=S["model"], dataset=sim.data_label(data), profile=profile, device=device)
-fig = sim.plot_filter_grids(nets, title, init=sim.initial_net(cfg, data))
-sim.save_figure(fig, f"06_filters_{profile}", figures_dir)
+title = plots.figure_title(what, model=S["model"], dataset=plots.data_label(data), profile=profile, device=device)
+fig = plots.similarity.plot_filter_grids(nets, title, init=probes.initial_net(cfg, data))
+plots.save_figure(fig, f"06_filters_{profile}", figures_dir)
 
 # %% [markdown]
 # **Figure 2.** Linear CKA (biased estimator, Kornblith et al. 2019) between block *i* of each method's
@@ -86,11 +87,11 @@ sim.save_figure(fig, f"06_filters_{profile}", figures_dir)
 
 # %%
 x_eval = next(data.eval_batches("test", batch_size=S["cka_examples"]))[0].to(device)
-cka = sim.cka_table(nets, "backprop", x_eval)
-title = sim.figure_title(f"Linear CKA with backprop, per block ({len(x_eval)} test images)", model=S["model"],
-                         dataset=sim.data_label(data), profile=profile, device=device)
-fig = sim.plot_cka_heatmap(cka, title)
-sim.save_figure(fig, f"06_cka_heatmap_{profile}", figures_dir)
+cka = probes.cka_table(nets, "backprop", x_eval)
+title = plots.figure_title(f"Linear CKA with backprop, per block ({len(x_eval)} test images)", model=S["model"],
+                         dataset=plots.data_label(data), profile=profile, device=device)
+fig = plots.similarity.plot_cka_heatmap(cka, title)
+plots.save_figure(fig, f"06_cka_heatmap_{profile}", figures_dir)
 
 # %% [markdown]
 # **Claims.** The paper's statement is visual (chunked filters look like backprop's, overlap and greedy
@@ -98,7 +99,7 @@ sim.save_figure(fig, f"06_cka_heatmap_{profile}", figures_dir)
 # holds here if both chunked nets are closer to backprop than both overlapping and greedy nets.
 
 # %%
-claims = sim.feature_claims(cka)
+claims = probes.feature_claims(cka)
 display(claims)
 c = claims.set_index("method").mean_cka
 chunked = [m for m in c.index if m.startswith("chunked")]

@@ -32,8 +32,9 @@ import pandas as pd
 import torch
 from IPython.display import display
 
-from paper_repro import similarity as sim
+from paper_repro import plots, probes
 from paper_repro.notebooks import check_parameters
+from paper_repro.settings import similarity_settings
 from paper_repro.train import TrainConfig
 
 check_parameters(dict(profile=profile, figures_dir=figures_dir, data_dir=data_dir, results_dir=results_dir,
@@ -42,7 +43,7 @@ check_parameters(dict(profile=profile, figures_dir=figures_dir, data_dir=data_di
 device = "cuda" if torch.cuda.is_available() else "cpu"
 if num_threads:
     torch.set_num_threads(num_threads)  # small models on a shared CPU: extra threads only add overhead
-S = sim.settings('random_labels', profile)
+S = similarity_settings('random_labels', profile)
 save_tables = profile != "quick"  # quick runs never overwrite the committed cpu/full results
 if save_tables:
     Path(results_dir).mkdir(parents=True, exist_ok=True)
@@ -55,10 +56,10 @@ S
 frames, datasets = [], {}
 t0 = time.perf_counter()
 for run in S["runs"]:
-    data = datasets[run["label"]] = sim.load_data({**S, **run}, data_dir)
+    data = datasets[run["label"]] = probes.load_data({**S, **run}, data_dir)
     cfg = TrainConfig(model=run["model"], dataset=S["dataset"], batch_size=run["batch_size"], lr=run["lr"],
                       device=device, model_kwargs=run["model_kwargs"])
-    frames.append(sim.random_label_runs(cfg, S["methods"], S["seeds"], run["epochs"], data=data)
+    frames.append(probes.random_label_runs(cfg, S["methods"], S["seeds"], run["epochs"], data=data)
                   .assign(model=run["label"]))
     print(f"{run['label']}: {data}, {run['epochs']} epochs, {time.perf_counter() - t0:.0f} s so far")
 df = pd.concat(frames, ignore_index=True)
@@ -71,17 +72,17 @@ if save_tables:
 # %%
 for run in S["runs"]:
     data = datasets[run["label"]]
-    title = sim.figure_title(f"Fitting random labels ({data.num_examples('train')} images, {run['epochs']} epochs)",
-                             model=run["label"], dataset=sim.data_label(data), profile=profile, device=device)
-    fig = sim.plot_random_labels(df[df.model == run["label"]], title, chance=1 / data.num_classes)
-    print(sim.save_figure(fig, f"07_random_labels_{run['model']}_{profile}", figures_dir))
+    title = plots.figure_title(f"Fitting random labels ({data.num_examples('train')} images, {run['epochs']} epochs)",
+                             model=run["label"], dataset=plots.data_label(data), profile=profile, device=device)
+    fig = plots.similarity.plot_random_labels(df[df.model == run["label"]], title, chance=1 / data.num_classes)
+    print(plots.save_figure(fig, f"07_random_labels_{run['model']}_{profile}", figures_dir))
 
 # %% [markdown]
 # **Claims.** Final-epoch training accuracy next to the paper's (100 epochs, full CIFAR-10, its own
 # architecture). The qualitative claim: backprop memorises clearly more than greedy local learning.
 
 # %%
-claims = sim.random_label_claims(df)
+claims = probes.random_label_claims(df)
 display(claims)
 for model, c in claims.groupby("model", sort=False):
     acc = c.set_index("method").measured_acc
