@@ -16,7 +16,10 @@ import dataclasses
 
 from .launch import launch
 from .run import prepare
-from .stages import PipelineConfig, boundary_records, label_info, predicted_comm
+from .config import PipelineConfig
+from .inputs import label_info
+from .split import boundary_records
+from .timing import predicted_comm
 
 
 def run_pipeline(configs: PipelineConfig | list[PipelineConfig], *, timeout: float | None = None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from ..cliargs import choice_list, int_list, json_dict
-from .stages import BALANCES, DEVICES, DTYPES, OPTIMIZERS, SCHEDULES, PipelineConfig
+from .config import BALANCES, DEVICES, DTYPES, OPTIMIZERS, SCHEDULES, PipelineConfig
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

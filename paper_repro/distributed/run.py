@@ -26,8 +26,10 @@ from .baselines import run_ddp, run_pipelined_backprop
 from .local import keep_only, run_local
 from .options import add_arguments, configs_from_args
 from .report import format_table
-from .stages import (DTYPES, PipelineConfig, boundary_info, boundary_records, build_learner, data_spec,
-                     label_info, micro_batches, plan_stages, predicted_comm, time_split)
+from .config import DTYPES, PipelineConfig
+from .inputs import build_learner, data_spec, label_info, micro_batches
+from .split import boundary_info, boundary_records, plan_stages
+from .timing import predicted_comm, time_split
 
 
 # ------------------------------------------------------------------------------ one run
