@@ -8,7 +8,10 @@ import torch.nn as nn
 from paper_repro import cli, methods, models
 from paper_repro.distributed import report
 from paper_repro.distributed.memory import SavedTensorMeter, saved_bytes_of, state_bytes
-from paper_repro.distributed.stages import PipelineConfig, balanced_split, plan_stages, predicted_comm
+from paper_repro.distributed import PipelineConfig, balanced_split, plan_stages, predicted_comm
+from paper_repro.distributed import stages as stages_compat
+from paper_repro.distributed.inputs import data_spec
+from paper_repro.distributed.timing import module_times, time_split
 
 
 @pytest.mark.parametrize("costs,stages,expected", [
@@ -120,3 +123,26 @@ def test_predicted_comm_for_ddp_is_a_ring_allreduce():
     assert predicted_comm(cfg, plan, infos, spec, 1000) == {
         "forward": 0, "backward": 2 * 1 * 1000 / 8, "forward_activations": 0, "forward_labels": 0,
         "per_boundary": []}
+
+
+def test_module_times_measure_every_module_and_leave_the_learner_alone():
+    cfg = PipelineConfig(model="mlp", model_kwargs={"depth": 4, "width": 16}, image_size=4, stages=2,
+                         method="greedy", micro_batch=4)
+    _, spec = data_spec(cfg)
+    learner = methods.build(models.mlp(depth=4, width=16, in_dim=48), "greedy")
+    before = {k: v.clone() for k, v in learner.state_dict().items()}
+    times = module_times(learner, spec, cfg, reps=1)
+    assert len(times) == learner.num_modules and all(t > 0 for t in times)
+    assert all(torch.equal(before[k], v) for k, v in learner.state_dict().items())
+    assert all(p.grad is None for p in learner.parameters())
+    split = time_split(learner, spec, cfg)
+    assert len(split) == 1 and 1 <= split[0] <= 3
+    with pytest.raises(ValueError, match="stages=5 is more than the 4 local modules"):
+        time_split(learner, spec, PipelineConfig(stages=5))
+
+
+def test_the_old_stages_module_still_exports_the_moved_names():
+    for name in ("PipelineConfig", "SCHEDULES", "DTYPES", "build_learner", "data_spec", "micro_batches",
+                 "boundary_info", "plan_stages", "boundary_records", "predicted_comm", "time_split", "label_info"):
+        assert hasattr(stages_compat, name), name
+
