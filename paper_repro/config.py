@@ -14,6 +14,8 @@ import inspect
 import math
 from dataclasses import dataclass, field
 
+import torch
+
 from . import data as data_mod
 from . import models
 
@@ -24,6 +26,26 @@ def check_positive_int(key: str, value) -> None:
     """ValueError naming ``key`` unless ``value`` is an int >= 1 (bools refused)."""
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"{key} must be a positive integer, got {value!r}")
+
+
+def check_device(device) -> None:
+    """A clear ValueError for a device string torch does not know or this machine lacks."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"unknown device {device!r}; valid: cpu, cuda, cuda:N, mps") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} asked for, but CUDA is not available on this machine "
+                             "(torch.cuda.is_available() is False); use device 'cpu'")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"device {device!r} asked for, but this machine has {torch.cuda.device_count()} "
+                             f"CUDA device(s): cuda:0..cuda:{torch.cuda.device_count() - 1}")
+    elif dev.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise ValueError(f"device {device!r} asked for, but MPS is not available on this machine; use 'cpu'")
+    elif dev.type != "cpu":
+        raise ValueError(f"unsupported device {device!r}; valid: cpu, cuda, cuda:N, mps")
 
 
 def _is_number(value) -> bool:

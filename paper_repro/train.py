@@ -38,7 +38,8 @@ from tqdm.auto import tqdm
 from . import data as data_mod
 from . import build, methods, models
 from .build import build_model, load_data, make_optimizer, optimizer_impl  # noqa: F401  (re-exported)
-from .config import OPTIMIZERS, DataParts, ModelParts, OptimParts, check_positive_int  # noqa: F401
+from .config import (OPTIMIZERS, DataParts, ModelParts, OptimParts, check_device,  # noqa: F401  (re-exported)
+                     check_positive_int)
 
 
 @dataclass
@@ -112,26 +113,6 @@ class TrainResult:
                 "eval_acc": float(evals["eval_acc"].iloc[-1]) if len(evals) else float("nan"),
                 "train_eval_loss": float(train_evals.iloc[-1]) if len(train_evals) else float("nan"),
                 "optimizer_impl": self.optimizer_impl, "wall_time_s": float(last["wall_time"])}
-
-
-def check_device(device) -> None:
-    """A clear ValueError for a device string torch does not know or this machine lacks."""
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ValueError(f"unknown device {device!r}; valid: cpu, cuda, cuda:N, mps") from None
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(f"device {device!r} asked for, but CUDA is not available on this machine "
-                             "(torch.cuda.is_available() is False); use device 'cpu'")
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ValueError(f"device {device!r} asked for, but this machine has {torch.cuda.device_count()} "
-                             f"CUDA device(s): cuda:0..cuda:{torch.cuda.device_count() - 1}")
-    elif dev.type == "mps":
-        if not torch.backends.mps.is_available():
-            raise ValueError(f"device {device!r} asked for, but MPS is not available on this machine; use 'cpu'")
-    elif dev.type != "cpu":
-        raise ValueError(f"unsupported device {device!r}; valid: cpu, cuda, cuda:N, mps")
 
 
 def check_fits(learner: methods.Learner, data: data_mod.DataSet, cfg: TrainConfig) -> None:
