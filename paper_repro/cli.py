@@ -25,7 +25,7 @@ from .distributed.options import add_arguments as add_pipeline_arguments
 from .distributed.options import configs_from_args
 from .distributed.report import format_table, format_targets, median_records, targets, to_frame
 from .distributed.run import write_json
-from .sweep import Grid, SweepInterrupted, parse_shard, run_sweep
+from .sweep import Grid, SweepInterrupted, cost_line, parse_shard, run_sweep
 
 
 # ---------------------------------------------------------------------------------- train
@@ -118,6 +118,7 @@ def run_sweep_command(args) -> int:
             raise ValueError(f"cannot read grid file {args.grid}: {e}") from None
     else:
         grid = settings.compute_grid(args.study, args.profile)
+    print(cost_line(grid), file=sys.stderr, flush=True)
     try:
         report = run_sweep(grid, Path(args.results) / grid.name, workers=args.workers,
                            shard=parse_shard(args.shard), device=args.device, data_dir=args.data_dir,

@@ -62,17 +62,21 @@ _GRIDS = {
         eval_examples=360, description="ResNet-18 (width 8) on sklearn digits, 50 steps"),
     # --------------------------------------------------------- cpu (an afternoon)
     ("mlp", "cpu"): dict(
-        name="mlp_cifar10_cpu", model="mlp", dataset="cifar10",
-        model_kwargs=dict(depth=6, width=512), data_kwargs=dict(max_train=10000, max_test=1000, image_size=16),
-        methods=["backprop", "greedy", "chunked-2", "chunked-3"], batch_sizes=[16, 64, 256, 1024],
-        lrs=[5e-4, 2e-3], steps=1000, examples=16000, min_steps=60, eval_examples=1000,
-        description="6x512 MLP on a 10k-image CIFAR-10 subset at 16x16 px"),
+        name="mlp_cifar10_16px_cpu", model="mlp", dataset="cifar10",
+        model_kwargs=dict(depth=6, width=256), data_kwargs=dict(max_test=2000, image_size=16),
+        methods=["backprop", "greedy", "chunked-2", "chunked-3"], batch_sizes=pow2(5, 13),
+        lrs=[3e-4, 1e-3, 3e-3, 1e-2], seeds=[0, 1], steps=12000, examples=400_000, min_steps=300,
+        eval_every_examples=4096, train_eval_examples=2000, stop_loss=1.35, eval_examples=2000,
+        description="6x256 MLP on the full CIFAR-10 training set at 16x16 px; each run stops at "
+                    "training-subset loss 1.35 or its step cap"),
     ("transformer", "cpu"): dict(
-        name="transformer_text_cpu", model="transformer", dataset="text",
-        model_kwargs=dict(d_model=64, n_layers=4, n_heads=4), data_kwargs=dict(seq_len=32),
-        methods=["backprop", "greedy", "chunked-2"], batch_sizes=[8, 32, 128], lrs=[1e-3, 3e-3],
-        steps=500, examples=4000, min_steps=60, eval_examples=256,
-        description="4-layer d=64 Transformer on pydoc text (bytes, 32-token windows)"),
+        name="transformer_text_s16_cpu", model="transformer", dataset="text",
+        model_kwargs=dict(d_model=32, n_layers=4, n_heads=2), data_kwargs=dict(seq_len=16),
+        methods=["backprop", "greedy", "chunked-2"], batch_sizes=pow2(5, 13), lrs=[1e-3, 3e-3, 1e-2],
+        seeds=[0, 1], steps=6000, examples=200_000, min_steps=100,
+        eval_every_examples=2048, train_eval_examples=1000, stop_loss=2.3, eval_examples=1000,
+        description="4-layer d=32 Transformer on pydoc text (bytes, 16-token windows); each run stops "
+                    "at training-subset loss 2.3 or its step cap"),
     ("resnet", "cpu"): dict(
         name="resnet_cifar10_cpu", model="resnet18", dataset="cifar10", model_kwargs=dict(width=16),
         data_kwargs=dict(max_train=10000, max_test=1000), methods=["backprop", "greedy", "chunked-3"],

@@ -24,7 +24,11 @@ class Grid:
 
     Each point trains ``steps_for(batch_size)`` steps: ``steps``, or, when ``examples`` is
     set, ``ceil(examples / batch_size)`` clipped to ``[min_steps, steps]`` (so small
-    batches take more steps and large batches do not cost a fortune)."""
+    batches take more steps and large batches do not cost a fortune).
+
+    ``eval_every_examples``, ``train_eval_examples`` and ``stop_loss`` go to every point's
+    :class:`~paper_repro.train.TrainConfig` (they enter a point's config, and so its id,
+    only when set)."""
 
     name: str
     model: str
@@ -41,6 +45,9 @@ class Grid:
     optimizer: str = "adam"
     eval_every: int = 0
     eval_examples: int | None = 1000
+    eval_every_examples: int = 0            # training-subset evaluation cadence (0: off)
+    train_eval_examples: int | None = None  # size of that fixed training subset
+    stop_loss: float | None = None          # stop a point at this training-subset loss
     description: str = ""
 
     def validate(self) -> None:
@@ -68,19 +75,26 @@ class Grid:
         return max(self.min_steps, min(self.steps, math.ceil(self.examples / batch_size)))
 
     def points(self) -> list[dict]:
-        """Every point in a fixed order: ``{"point_id", "config"}`` (config = TrainConfig kwargs)."""
+        """Every point in a fixed order (seed, method, batch size, lr): ``{"point_id", "config"}``
+        (config = TrainConfig kwargs)."""
         out = []
-        for method in self.methods:
-            for batch in self.batch_sizes:
-                for lr in self.lrs:
-                    for seed in self.seeds:
+        for seed in self.seeds:  # seed-major: an unfinished sweep has every method at its first seeds
+            for method in self.methods:
+                for batch in self.batch_sizes:
+                    for lr in self.lrs:
                         config = dict(model=self.model, method=method, dataset=self.dataset,
                                       steps=self.steps_for(batch), batch_size=batch, lr=float(lr),
                                       optimizer=self.optimizer, seed=seed, eval_every=self.eval_every,
                                       eval_examples=self.eval_examples, model_kwargs=dict(self.model_kwargs),
-                                      data_kwargs=dict(self.data_kwargs))
+                                      data_kwargs=dict(self.data_kwargs), **self._optional())
                         out.append({"point_id": point_id(config), "config": config})
         return out
+
+    def _optional(self) -> dict:
+        """The training-subset settings that are set (left out when off, so that the point
+        ids of grids without them stay what they were)."""
+        return {k: getattr(self, k) for k in ("eval_every_examples", "train_eval_examples", "stop_loss")
+                if getattr(self, k) not in (0, None)}
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -146,3 +160,30 @@ def grid_flops(grid: Grid, input_shape: tuple, num_classes: int) -> dict:
         examples = sum(grid.steps_for(b) * b for b in grid.batch_sizes) * len(grid.lrs) * len(grid.seeds)
         per_method[method] = examples * c.total_flops
     return {"flops": sum(per_method.values()), "per_method": per_method}
+
+
+# one example's shape and the number of classes (vocabulary: byte level) of each data set,
+# without loading it; image sizes follow data_kwargs["image_size"]
+_NATIVE = {"digits": ((1, 8, 8), 10), "cifar10": ((3, 32, 32), 10), "imagenet": ((3, 224, 224), 1000)}
+
+
+def example_shape(grid: Grid) -> tuple[tuple, int]:
+    """``(input shape of one example, classes or vocabulary size)`` of ``grid``'s data set."""
+    if grid.dataset == "text":
+        return (int(grid.data_kwargs.get("seq_len", 64)),), 256
+    (c, h, w), classes = _NATIVE[grid.dataset]
+    size = grid.data_kwargs.get("image_size")
+    return ((c, size, size) if size else (c, h, w)), classes
+
+
+def cost_line(grid: Grid, pending: int | None = None) -> str:
+    """One line for the console before a sweep starts: points, examples and FLOPs at the
+    step caps (an upper bound when runs stop at ``stop_loss``)."""
+    shape, classes = example_shape(grid)
+    flops = grid_flops(grid, shape, classes)["flops"]
+    examples = sum(grid.steps_for(b) * b for b in grid.batch_sizes) * len(grid.lrs) * len(grid.seeds) * len(grid.methods)
+    n = len(grid.points())
+    bound = "at most " if grid.stop_loss is not None else ""
+    todo = f", {pending} pending" if pending is not None else ""
+    return (f"grid {grid.name}: {n} points{todo}; {bound}{examples:.3g} training examples and "
+            f"{bound}{flops:.3g} FLOPs (forward+backward, all blocks and heads, at the step caps)")

@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from .. import cost, train
 from .grid import Grid
-from .store import RECORD_COLUMNS, finished_ids, open_store, write_point
+from .store import OPTIONAL_RECORD_COLUMNS, RECORD_COLUMNS, finished_ids, open_store, write_point
 
 _DATA: dict = {}
 _COSTS: dict = {}
@@ -55,7 +55,8 @@ def run_point(point: dict, root: str, data_dir: str | None = None, device: str =
     step_cost = _COSTS[key]
     t0 = time.perf_counter()
     result = train.train(cfg, data=data, learner=learner)
-    records = result.records[list(RECORD_COLUMNS)].copy()
+    columns = list(RECORD_COLUMNS) + [c for c in OPTIONAL_RECORD_COLUMNS if config.get("eval_every_examples")]
+    records = result.records[columns].copy()
     meta = dict(sweep=sweep_name, point_id=point["point_id"], model=config["model"], dataset=config["dataset"],
                 method=config["method"], batch_size=config["batch_size"], lr=config["lr"], seed=config["seed"],
                 steps=config["steps"], status=result.status, num_modules=learner.num_modules,

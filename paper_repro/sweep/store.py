@@ -22,6 +22,7 @@ from .grid import Grid
 RECORD_COLUMNS = ("step", "examples", "final_loss", "eval_loss", "eval_acc", "wall_time")
 CONFIG_COLUMNS = ("sweep", "point_id", "model", "dataset", "method", "batch_size", "lr", "seed", "steps",
                   "status", "num_modules", "total_flops_pe", "critical_path_flops_pe", "fill_flops_pe")
+OPTIONAL_RECORD_COLUMNS = ("train_eval_loss",)  # present when the grid evaluates a training subset
 STATUSES = ("finished", "diverged")
 
 _HOST = socket.gethostname().replace(".", "_")
