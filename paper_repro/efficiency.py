@@ -208,17 +208,23 @@ def summarize_speedup(sp: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def per_seed_speedups(ttt: pd.DataFrame, baseline: str = "backprop") -> pd.DataFrame:
-    """:func:`summarize_speedup` computed from each seed's runs alone (seed ``s`` of every
-    method), with a ``seed`` column: the spread of the headline over seeds."""
+def per_seed_curves(ttt: pd.DataFrame, baseline: str = "backprop") -> dict:
+    """``{seed: speedup curve}`` computed from each seed's runs alone (seed ``s`` of every
+    method); seeds whose runs give no baseline frontier are left out."""
     _check_columns(ttt, ("seed",))
-    parts = []
+    curves = {}
     for seed, group in ttt.groupby("seed", sort=True):
         try:
-            sp = speedup(group, baseline)
+            curves[seed] = speedup(group, baseline)
         except ValueError:
             continue
-        parts.append(summarize_speedup(sp).assign(seed=seed))
+    return curves
+
+
+def per_seed_speedups(ttt: pd.DataFrame, baseline: str = "backprop") -> pd.DataFrame:
+    """:func:`summarize_speedup` of each seed's :func:`per_seed_curves`, with a ``seed``
+    column: the spread of the headline over seeds."""
+    parts = [summarize_speedup(sp).assign(seed=seed) for seed, sp in per_seed_curves(ttt, baseline).items()]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
