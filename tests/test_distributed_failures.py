@@ -20,7 +20,7 @@ from paper_repro.distributed import comm
 from paper_repro.distributed.bench import run_pipeline
 from paper_repro.distributed.comm import EXIT_FAILED, EXIT_PEER_FAILED
 from paper_repro.distributed.launch import PipelineError
-from paper_repro.distributed.stages import PipelineConfig
+from paper_repro.distributed import PipelineConfig
 
 TINY = dict(model="mlp", model_kwargs={"depth": 4, "width": 16}, image_size=4, micro_batch=2, micro_batches=4,
             steps=2, warmup_steps=1)

@@ -1,5 +1,6 @@
 """Single-process parts of paper_repro.distributed: stage cut, memory meter, comm-only CLI, tables."""
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -8,8 +9,7 @@ import torch.nn as nn
 from paper_repro import cli, methods, models
 from paper_repro.distributed import report
 from paper_repro.distributed.memory import SavedTensorMeter, saved_bytes_of, state_bytes
-from paper_repro.distributed import PipelineConfig, balanced_split, plan_stages, predicted_comm
-from paper_repro.distributed import stages as stages_compat
+from paper_repro.distributed import PipelineConfig, balanced_split, boundary_info, plan_stages, predicted_comm
 from paper_repro.distributed.inputs import data_spec
 from paper_repro.distributed.timing import module_times, time_split
 
@@ -114,8 +114,6 @@ def test_targets_compare_runs_side_by_side():
 
 def test_predicted_comm_for_ddp_is_a_ring_allreduce():
     learner = methods.build(models.mlp(depth=4, width=8, in_dim=4), "chunked-2")
-    from paper_repro.distributed.stages import boundary_info
-    from types import SimpleNamespace
     spec = SimpleNamespace(kind="image", input_shape=(1, 2, 2), seq_len=None, num_classes=10)
     infos = boundary_info(learner, spec)
     cfg = PipelineConfig(schedule="ddp", stages=2, micro_batch=2, micro_batches=4)
@@ -139,10 +137,3 @@ def test_module_times_measure_every_module_and_leave_the_learner_alone():
     assert len(split) == 1 and 1 <= split[0] <= 3
     with pytest.raises(ValueError, match="stages=5 is more than the 4 local modules"):
         time_split(learner, spec, PipelineConfig(stages=5))
-
-
-def test_the_old_stages_module_still_exports_the_moved_names():
-    for name in ("PipelineConfig", "SCHEDULES", "DTYPES", "build_learner", "data_spec", "micro_batches",
-                 "boundary_info", "plan_stages", "boundary_records", "predicted_comm", "time_split", "label_info"):
-        assert hasattr(stages_compat, name), name
-
