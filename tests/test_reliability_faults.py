@@ -73,7 +73,8 @@ def _points(tmp_path):
 
 def _saved(tmp_path):
     """{point id: (mtime_ns, bytes)} of the point files (temporary files are dot files ending in .tmp)."""
-    return {f.stem: (f.stat().st_mtime_ns, f.read_bytes()) for f in _points(tmp_path).glob("*.csv")}
+    return {f.name.removesuffix(".csv.gz"): (f.stat().st_mtime_ns, f.read_bytes())
+            for f in _points(tmp_path).glob("*.csv.gz")}
 
 
 def _wait_mid_point(tmp_path, proc, done=2):
@@ -86,7 +87,7 @@ def _wait_mid_point(tmp_path, proc, done=2):
 def _check_complete(tmp_path):
     """Every point file in the store is a whole run: parses, has every column, and ends at the
     last step (finished) or at the step where the loss went non-finite (diverged)."""
-    files = sorted(_points(tmp_path).glob("*.csv"))
+    files = sorted(_points(tmp_path).glob("*.csv.gz"))
     df = sweep.load_results(tmp_path / "results" / "faults") if files else pd.DataFrame()
     for pid, run in df.groupby("point_id"):
         assert run["step"].tolist() == list(range(1, len(run) + 1)), pid

@@ -1,7 +1,7 @@
 """The results store of a sweep: a folder written so that no result is ever half written.
 
     <store>/grid.json               the grid definition
-    <store>/points/<point id>.csv   one file per finished point
+    <store>/points/<point id>.csv.gz   one gzipped CSV per finished point
 
 Files are written to a temporary dot file ending in ``.tmp`` in the same folder (named by
 host and process id) and ``os.replace``-d into place: a point file is complete or absent.
@@ -75,8 +75,8 @@ def open_store(root: str | os.PathLike, grid: Grid) -> Path:
             raise ValueError(f"sweep results folder {root} cannot be created: {parent} is a file, not a folder")
     spec = root / "grid.json"
     if spec.is_file():
-        try:
-            existing = json.loads(spec.read_text())
+        try:  # through Grid, so that a grid.json written before a setting existed gets its default
+            existing = json.loads(json.dumps(Grid.from_dict(json.loads(spec.read_text())).to_dict()))
         except (OSError, json.JSONDecodeError) as err:
             raise ValueError(f"cannot read {spec}: {err}") from None
         if existing != json.loads(json.dumps(grid.to_dict())):
@@ -97,9 +97,17 @@ def open_store(root: str | os.PathLike, grid: Grid) -> Path:
     return root
 
 
-def finished_ids(root: str | os.PathLike) -> set[str]:
+def point_files(root: str | os.PathLike) -> list[Path]:
+    """The finished point files of the store at ``root`` (``<id>.csv.gz``, or ``<id>.csv``
+    as stores written before compression have them), sorted."""
     folder = Path(root) / "points"
-    return {p.stem for p in folder.glob("*.csv")} if folder.is_dir() else set()
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if not _is_tmp(p) and p.name.endswith((".csv", ".csv.gz")))
+
+
+def finished_ids(root: str | os.PathLike) -> set[str]:
+    return {p.name.removesuffix(".gz").removesuffix(".csv") for p in point_files(root)}
 
 
 def load_grid(root: str | os.PathLike) -> Grid:
@@ -115,7 +123,7 @@ def load_results(root: str | os.PathLike) -> pd.DataFrame:
     if not root.is_dir():
         raise ValueError(f"results folder {root} does not exist")
     load_grid(root)
-    files = sorted((root / "points").glob("*.csv"))
+    files = point_files(root)
     if not files:
         raise ValueError(f"results folder {root} has no finished points yet; run the sweep first")
     frames = [pd.read_csv(f) for f in files]
@@ -128,8 +136,8 @@ def load_results(root: str | os.PathLike) -> pd.DataFrame:
 
 def write_point(records: pd.DataFrame, root: str | os.PathLike, point_id: str) -> Path:
     """Write one finished point's table into the store at ``root``, atomically."""
-    path = Path(root) / "points" / f"{point_id}.csv"
+    path = Path(root) / "points" / f"{point_id}.csv.gz"
     tmp = _tmp_path(path)
-    records.to_csv(tmp, index=False, float_format="%.6g")
+    records.to_csv(tmp, index=False, float_format="%.6g", compression={"method": "gzip", "mtime": 0})
     os.replace(tmp, path)
     return path
