@@ -10,21 +10,27 @@
 # # 01 - MLP: compute efficiency of local parallelism
 #
 # Does local parallelism reach a target training loss in less *time* than backprop for the same
-# *compute*? We sweep method x batch size x learning rate, then apply the accounting of
-# `paper_repro.cost` / `paper_repro.analysis` (`docs/paper.md`, "Compute efficiency"):
+# *compute*, and where? We sweep method x batch size x learning rate x seed, then apply the
+# accounting of `docs/compute_efficiency.md` (our reconstruction of the paper's, `docs/paper.md`):
 #
+# * a run **reaches a target** at the first evaluation of the net's own head on a fixed subset of
+#   the *training* set at or below it; evaluations come every k training examples, the same k for
+#   every batch size, so a short large-batch run and a long small-batch run are judged alike;
 # * **compute** to a target = examples seen x FLOPs per example of forward + backward of all
 #   blocks and heads (measured with `torch.utils.flop_counter`);
 # * **time** to a target = steps x the FLOPs of one step's *critical path* on an ideal machine
 #   (one device per local module, unlimited data parallelism, free communication) + one
 #   pipeline fill for local methods;
-# * per method, the lower-left **Pareto frontier** of (compute, time) over all runs, and the
-#   **speedup** = backprop's time / the method's time at equal compute.
+# * per (method, batch size, learning rate) the **median over seeds**; per method a **staircase
+#   frontier** (the best time reached with at most that compute, never interpolated), and the
+#   **speedup** = backprop's time / the method's time at equal compute, where both have data.
 #
-# The paper's headline for this architecture is **up to 10x** fewer sequential compute steps than backprop in the high-compute regime.
-# Quick profile (what the tests run): a 4x128 MLP on sklearn digits. `cpu` profile: a 6x512 MLP on a 10,000-image CIFAR-10 subset at 16x16 px.
-# Results of the `cpu`/`full` profiles are kept in `results/<sweep>/` and a rerun only adds
-# missing points.
+# The paper's headline for this architecture is **up to 10x** fewer sequential compute steps
+# than backprop in the *high-compute regime*: where bigger batches no longer cut the number of
+# steps. The steps-vs-batch figure below shows where that regime starts.
+# Quick profile (what the tests run): a 4x128 MLP on sklearn digits. `cpu` profile: a 6x256 MLP
+# on the full CIFAR-10 training set at 16x16 px (`paper_repro.settings`). Results of the
+# `cpu`/`full` profiles are kept in `results/<sweep>/`; a rerun only adds missing points.
 
 # %% tags=["parameters"]
 profile = "quick"           # quick | cpu | full
@@ -33,7 +39,8 @@ results_dir = "../results"  # cpu/full: the sweep store lives in results_dir/<sw
 data_dir = None             # cpu/full: a CIFAR-10 folder (ImageFolder tree or cifar-10-batches-py)
 device = "cpu"              # full: "cuda" (one worker per GPU)
 workers = 1                 # parallel sweep workers
-window = 20                 # steps of the trailing mean applied to the training loss
+rule = None                 # None: the profile's target rule ("eval", "examples:W" or "steps:w")
+targets = None              # None: the profile's targets (or picked from the data)
 
 # %%
 import tempfile
@@ -45,86 +52,108 @@ from paper_repro import analysis, plots, settings, sweep
 from paper_repro.notebooks import check_parameters
 
 check_parameters(dict(profile=profile, figures_dir=figures_dir, results_dir=results_dir, data_dir=data_dir,
-                      device=device, workers=workers, window=window),
+                      device=device, workers=workers, rule=rule, targets=targets),
                  dict(profile=str, figures_dir=str, results_dir=str, data_dir=(str, type(None)), device=str,
-                      workers=int, window=int))
-grid = settings.compute_grid("mlp", profile)
+                      workers=int, rule=(str, type(None)), targets=(list, type(None))))
+study = "mlp"
+grid = settings.compute_grid(study, profile)
 # the quick profile always trains afresh (a temporary store); cpu/full resume their store
 root = Path(tempfile.mkdtemp()) / grid.name if profile == "quick" else Path(results_dir) / grid.name
 report = sweep.run_sweep(grid, root, workers=workers, device=device, data_dir=data_dir,
                          threads=None if device.startswith("cuda") else 1, progress=profile != "quick")
 print(report)
 df = sweep.load_results(root)
+reading = settings.analysis_settings(study, profile)
+rule = rule or reading["rule"]
+targets = targets or reading["targets"] or analysis.suggest_targets(df, n=3, rule=rule)
+tables = analysis.study_tables(df, targets, rule)
 model_label, data_label = plots.grid_labels(grid, "pydoc text" if grid.dataset == "text" and data_dir is None else data_dir)
 def title(what):
     return plots.figure_title(what, model=model_label, dataset=data_label, profile=profile, device=device)
 print(f"{df.point_id.nunique()} runs, {len(df)} steps recorded, "
-      f"{(df.groupby('point_id').status.first() == 'diverged').sum()} diverged")
+      f"{(df.groupby('point_id').status.first() == 'diverged').sum()} diverged; rule {rule!r}, targets {targets}")
 
 # %% [markdown]
 # ## Cost per step
-# Per-example FLOPs of one training step as measured by `paper_repro.cost.step_cost`: total
-# (all blocks and heads, forward + backward), the critical path on the ideal machine, and the
-# one-off pipeline fill. The ratio of backprop's critical path to a local method's bounds the
-# speedup a method could reach if it needed no more steps than backprop.
+# Per-example FLOPs of one training step (`paper_repro.cost.step_cost`): total (all blocks and
+# heads, forward + backward), the critical path on the ideal machine, and the one-off pipeline
+# fill. Backprop's critical path over a local method's bounds the speedup that method could
+# reach if it needed no more steps than backprop.
 
 # %%
-costs = (df.groupby("method")[["num_modules", "total_flops_pe", "critical_path_flops_pe", "fill_flops_pe"]]
-         .first().sort_values("critical_path_flops_pe", ascending=False))
-costs["critical_path_vs_backprop"] = costs.loc["backprop", "critical_path_flops_pe"] / costs["critical_path_flops_pe"]
-costs
+analysis.cost_table(df)
 
 # %% [markdown]
-# ## Training loss vs step
-# The loss of the network's own head (the last module's loss for local methods), smoothed over
-# `window` steps, for the best learning rate of each method at a few batch sizes.
+# ## The loss that decides a target
+# Training-subset loss of the network's own head vs examples seen, best learning rate of each
+# method at a few batch sizes (line: mean over seeds; band: their range).
 
 # %%
-fig = plots.efficiency.plot_loss_curves(df, title(f"Training loss vs step (smoothed over {window} steps)"), window=window)
+fig = plots.efficiency.plot_loss_curves(df, title("Training-subset loss vs examples"), rule=rule)
 plots.save_figure(fig, f"01_mlp_loss_{profile}", figures_dir);
 
 # %% [markdown]
+# ## Where bigger batches stop helping
+# Steps to each target vs batch size, best learning rate per batch size (bars: range over seeds),
+# with the perfect-scaling line (doubling the batch halves the steps). Where a method's curve
+# flattens, data parallelism has hit diminishing returns: the high-compute regime of the paper's
+# claim. The table gives the critical batch size `E_min / S_min` (McCandlish et al., 2018) and
+# `last_doubling`, the steps at the second-largest batch over the largest (below 1.3: flat).
+
+# %%
+fig = plots.efficiency.plot_steps_vs_batch(tables.steps_vs_batch, title("Steps to target vs batch size"))
+plots.save_figure(fig, f"01_mlp_steps_vs_batch_{profile}", figures_dir);
+
+# %%
+tables.critical
+
+# %% [markdown]
 # ## Time vs compute to a target loss
-# Targets are picked from the data so that every method reaches them (`analysis.suggest_targets`).
-# Dots: every run that reached the target; lines: each method's lower-left Pareto frontier.
-# Moving right along a frontier means bigger batches: more compute, fewer sequential steps.
+# Dots: every (batch size, learning rate) configuration that reached the target (median over
+# seeds); steps: each method's staircase frontier. Moving right means bigger batches: more
+# compute, fewer sequential steps.
 
 # %%
-targets = analysis.suggest_targets(df, n=3, window=window)
-ttt = analysis.time_to_target(df, targets, window=window)
-frontier = analysis.pareto_frontier(ttt)
-print("targets:", targets)
-display(ttt.groupby(["target", "method"]).reached.agg(["sum", "count"]).unstack("method"))
-
-# %%
-fig = plots.efficiency.plot_pareto(ttt, frontier, title("Time vs compute to target loss (Pareto frontiers)"))
+display(tables.configs.groupby(["target", "method"]).reached.agg(["sum", "count"]).unstack("method"))
+fig = plots.efficiency.plot_frontiers(tables.configs, tables.fronts, title("Time vs compute to target (staircase frontiers)"))
 plots.save_figure(fig, f"01_mlp_pareto_{profile}", figures_dir);
 
 # %% [markdown]
 # ## Speedup over backprop at equal compute
-# Backprop's frontier time divided by the method's, both interpolated on log axes, where the two
-# frontiers overlap in compute. Above the dashed line the local method is faster.
+# Backprop's staircase time over the method's, from where both frontiers start to the largest
+# compute both ran; the band is the same curve computed from each seed alone. Above the dashed
+# line the local method is faster. The table gives the maximum and the value at the high-compute
+# end, each with its range over seeds.
 
 # %%
-speedups = analysis.speedup(frontier)
-fig = plots.efficiency.plot_speedup(speedups, title("Speedup over backprop at equal compute"))
+fig = plots.efficiency.plot_speedup_band(tables.speedup, list(tables.per_seed.values()),
+                                         title("Speedup over backprop at equal compute"))
 plots.save_figure(fig, f"01_mlp_speedup_{profile}", figures_dir);
-best = analysis.max_speedup(speedups).merge(analysis.high_compute_speedup(speedups), on=["method", "target"],
-                                            how="outer", suffixes=("_max", "_high_compute"))
+tables.headline
+
+# %% [markdown]
+# ## Does the reading of "reached" drive the result?
+# The same headline under each reasonable target rule: the evaluation on the training subset, and
+# the training loss smoothed over windows counted in examples. `agrees` says whether every rule is
+# within 20% of the median over rules.
+
+# %%
+sensitivity = analysis.sensitivity(df, targets, reading["rules"])
+spread = analysis.sensitivity_spread(sensitivity)
 if profile != "quick":
-    best.to_csv(root / "max_speedup.csv", index=False, float_format="%.4g")
-    speedups.to_csv(root / "speedups.csv", index=False, float_format="%.4g")
-best
+    analysis.save_tables(root, dict(headline=tables.headline, critical_batch=tables.critical,
+                                    steps_vs_batch=tables.steps_vs_batch, sensitivity=sensitivity,
+                                    sensitivity_spread=spread))
+spread
 
 # %% [markdown]
 # ## The paper's claim beside this measurement
-# The largest speedup measured here over all local methods and targets (`measured_max`, with the
-# method, target and compute where it occurs) and the largest speedup at the high-compute end of
-# the frontiers (`measured_high_compute`), with the profile, data set and hardware. The maximum
-# can come from a backprop run that only just reached the target, so read both. At the quick
-# profile the runs are tiny and these numbers say little; the README reports the `cpu` profile.
+# At the lowest target, the largest speedup over the local methods (`measured_max`) and the
+# largest at the high-compute end (`measured_high_compute`), each with its range over seeds, and
+# the profile, data set and hardware. At the quick profile the runs are tiny and these numbers say
+# little; the README reports the `cpu` profile.
 
 # %%
-claims = analysis.claims_table(speedups, 10, "MLP: fewer sequential compute steps than backprop (high-compute regime)")
-claims.assign(profile=profile, model=model_label, data=data_label, hardware=plots.hardware_label(device),
-              runs=df.point_id.nunique())
+claims = analysis.claims_table(tables.headline, 10, "MLP: fewer sequential compute steps than backprop (high-compute regime)")
+claims.assign(profile=profile, rule=rule, model=model_label, data=data_label, hardware=plots.hardware_label(device),
+              runs=df.point_id.nunique(), seeds=df.seed.nunique())

@@ -49,17 +49,20 @@ _GRIDS = {
     ("mlp", "quick"): dict(
         name="mlp_digits_quick", model="mlp", dataset="digits",
         model_kwargs=dict(depth=4, width=128), methods=["backprop"] + LOCAL,
-        batch_sizes=[8, 32, 128, 512], lrs=[3e-3], steps=150, eval_examples=360,
+        batch_sizes=[8, 32, 128, 512], lrs=[3e-3], seeds=[0, 1], steps=150, eval_examples=360,
+        eval_every_examples=128, train_eval_examples=500,
         description="4x128 MLP on sklearn digits, 150 steps per point"),
     ("transformer", "quick"): dict(
         name="transformer_text_quick", model="transformer", dataset="text",
         model_kwargs=dict(d_model=32, n_layers=4, n_heads=2), data_kwargs=dict(seq_len=32),
-        methods=["backprop", "greedy", "chunked-2"], batch_sizes=[4, 16, 64], lrs=[3e-3], steps=100,
-        eval_examples=64, description="4-layer d=32 Transformer on pydoc text (bytes), 100 steps"),
+        methods=["backprop", "greedy", "chunked-2"], batch_sizes=[4, 16, 64], lrs=[3e-3], seeds=[0, 1], steps=100,
+        eval_examples=64, eval_every_examples=64, train_eval_examples=128,
+        description="4-layer d=32 Transformer on pydoc text (bytes), 100 steps"),
     ("resnet", "quick"): dict(
         name="resnet_digits_quick", model="resnet18", dataset="digits", model_kwargs=dict(width=8),
-        methods=["backprop", "greedy", "chunked-3"], batch_sizes=[8, 32, 128], lrs=[3e-3], steps=50,
-        eval_examples=360, description="ResNet-18 (width 8) on sklearn digits, 50 steps"),
+        methods=["backprop", "greedy", "chunked-3"], batch_sizes=[8, 32, 128], lrs=[3e-3], seeds=[0, 1], steps=50,
+        eval_examples=360, eval_every_examples=128, train_eval_examples=200,
+        description="ResNet-18 (width 8) on sklearn digits, 50 steps"),
     # --------------------------------------------------------- cpu (an afternoon)
     ("mlp", "cpu"): dict(
         name="mlp_cifar10_16px_cpu", model="mlp", dataset="cifar10",
@@ -87,24 +90,44 @@ _GRIDS = {
         name="mlp_cifar10_full", model="mlp", dataset="cifar10", model_kwargs=dict(depth=8, width=4096),
         methods=["backprop", "greedy", "overlapping", "chunked-2", "chunked-4"], batch_sizes=pow2(5, 14),
         lrs=loggrid(1e-4, 3e-3, 4), steps=20000, examples=5_000_000, min_steps=500, eval_every=1000,
-        eval_examples=10000, description="8x4096 MLP on CIFAR-10 (paper scale)"),
+        eval_examples=10000, eval_every_examples=25600, train_eval_examples=10000,
+        description="8x4096 MLP on CIFAR-10 (paper scale)"),
     ("transformer", "full"): dict(
         name="transformer_lm1b_full", model="transformer", dataset="text",
         model_kwargs=dict(d_model=512, n_layers=6, n_heads=8), data_kwargs=dict(seq_len=128),
         methods=["backprop", "greedy", "overlapping", "chunked-2", "chunked-3"], batch_sizes=pow2(4, 11),
         lrs=loggrid(1e-4, 1e-3, 3), steps=20000, examples=2_000_000, min_steps=500, eval_every=1000,
-        eval_examples=2000, description="6-layer d=512 Transformer LM on an LM1B-style text file (bytes)"),
+        eval_examples=2000, eval_every_examples=12800, train_eval_examples=2000,
+        description="6-layer d=512 Transformer LM on an LM1B-style text file (bytes)"),
     ("resnet", "full"): dict(
         name="resnet18_cifar10_full", model="resnet18", dataset="cifar10",
         methods=["backprop", "greedy", "overlapping", "chunked-2", "chunked-3"], batch_sizes=pow2(5, 12),
         lrs=loggrid(3e-4, 3e-3, 3), steps=20000, examples=2_500_000, min_steps=300, eval_every=1000,
-        eval_examples=10000, description="ResNet-18 on CIFAR-10 (paper scale)"),
+        eval_examples=10000, eval_every_examples=25600, train_eval_examples=10000,
+        description="ResNet-18 on CIFAR-10 (paper scale)"),
     ("resnet-imagenet", "full"): dict(
         name="resnet34_imagenet_full", model="resnet34", dataset="imagenet", data_kwargs=dict(image_size=224),
         methods=["backprop", "greedy", "chunked-2", "chunked-4"], batch_sizes=pow2(6, 11),
         lrs=loggrid(3e-4, 3e-3, 2), steps=50000, examples=12_800_000, min_steps=2000, eval_every=5000,
-        eval_examples=10000, description="ResNet-34 on ImageNet at 224 px (paper scale)"),
+        eval_examples=10000, eval_every_examples=25600, train_eval_examples=10000,
+        description="ResNet-34 on ImageNet at 224 px (paper scale)"),
 }
+
+
+# How the compute studies are read: the rule that decides when a run reaches a target
+# (paper_repro.analysis.parse_rule), the other reasonable rules the sensitivity table tries,
+# and fixed targets (None: chosen from the data by analysis.suggest_targets). A grid that
+# does not evaluate a training subset is read by its training loss over a window of examples.
+_ANALYSIS = {
+    ("mlp", "quick"): dict(rule="eval", rules=["eval", "examples:256", "examples:1024"], targets=None),
+    ("transformer", "quick"): dict(rule="eval", rules=["eval", "examples:64", "examples:256"], targets=None),
+    ("resnet", "quick"): dict(rule="eval", rules=["eval", "examples:256", "examples:1024"], targets=None),
+    ("mlp", "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"], targets=[1.7, 1.5, 1.35]),
+    ("transformer", "cpu"): dict(rule="eval", rules=["eval", "examples:2048", "examples:8192"],
+                                 targets=[2.8, 2.5, 2.3]),
+    ("resnet", "cpu"): dict(rule="examples:640", rules=["examples:640", "examples:2560", "steps:20"], targets=None),
+}
+_FULL_ANALYSIS = dict(rule="eval", rules=["eval", "examples:25600", "examples:102400"], targets=None)
 
 
 # ------------------------------------------------------------------------ quickstart (00)
@@ -125,25 +148,56 @@ _SIMILARITY = {
     "gradient": {
         "quick": dict(dataset="digits", data_kwargs={}, depth=5, width=128, steps=300,
                       every=10, batch_size=64, lr=1e-3, seeds=[0, 1, 2],
-                      methods=["greedy", "overlapping", "chunked-2"]),
+                      methods=["greedy", "overlapping", "chunked-2"], ablation=dict(seeds=[0], variants=[
+                          dict(name="base", change="none"),
+                          dict(name="classifier_last", change="last block = the linear classifier",
+                               last_block="classifier"),
+                          dict(name="fixed_probe", change="cosine on a fixed set of 512 training images",
+                               probe_examples=512),
+                          dict(name="backprop_path", change="trajectory trained by backprop",
+                               trajectory="backprop"),
+                          dict(name="deep_heads", change="auxiliary heads shaped like the rest of the net",
+                               heads="deep")])),
         "cpu": dict(dataset="cifar10", data_kwargs=dict(max_train=10000, max_test=1000),
                     depth=5, width=512, steps=1500, every=30, batch_size=128, lr=3e-4, seeds=[0, 1, 2],
-                    methods=["greedy", "overlapping", "chunked-2"]),
+                    methods=["greedy", "overlapping", "chunked-2"], ablation=dict(seeds=[0, 1], variants=[
+                        dict(name="base", change="none (10k-image subset, Adam 3e-4, cosine on the training "
+                                                 "batch, greedy trajectory, linear heads, 5 hidden blocks of 512)"),
+                        dict(name="classifier_last", change="last block = the linear classifier",
+                             last_block="classifier"),
+                        dict(name="full_data", change="full training set (50,000 images)",
+                             data_kwargs=dict(max_test=1000)),
+                        dict(name="fixed_probe", change="cosine on a fixed set of 2,048 training images",
+                             probe_examples=2048),
+                        dict(name="backprop_path", change="trajectory trained by backprop", trajectory="backprop"),
+                        dict(name="sgd", change="SGD (momentum 0.9, lr 0.01) instead of Adam", optimizer="sgd",
+                             lr=0.01),
+                        dict(name="deep_heads", change="auxiliary heads shaped like the rest of the net",
+                             heads="deep"),
+                        dict(name="width128", change="width 128", width=128),
+                        dict(name="width1024", change="width 1024", width=1024),
+                        dict(name="depth3", change="3 blocks", depth=3),
+                        dict(name="depth8", change="8 blocks", depth=8),
+                        dict(name="combined", change="classifier as the last block + full training set + fixed "
+                                                     "probe set", last_block="classifier",
+                             data_kwargs=dict(max_test=1000), probe_examples=2048)])),
         "full": dict(dataset="cifar10", data_kwargs={}, depth=5, width=1024, steps=10000,
                      every=100, batch_size=128, lr=3e-4, seeds=[0, 1, 2, 3, 4],
                      methods=["greedy", "overlapping", "chunked-2"]),
     },
-    # 06: ResNet-18 with a 64-channel stem per method; CKA on held-out images.
+    # 06: ResNet-18 with the ImageNet-style stem (64 filters of 7x7, stride 2, then max-pool) per
+    # method, all from the same initial net; stem filter grids + low-frequency energy; CKA on
+    # held-out images. cpu: one epoch of the full CIFAR-10 training set at its own 32 px.
     "features": {
-        "quick": dict(dataset="digits", data_kwargs={}, model="resnet18", steps=12,
-                      batch_size=32, lr=1e-3, cka_examples=128,
+        "quick": dict(dataset="digits", data_kwargs={}, model="resnet18", model_kwargs=dict(small_input=False),
+                      steps=12, batch_size=32, lr=1e-3, cka_examples=128, eval_examples=200,
                       methods=["backprop", "chunked-2", "chunked-3", "overlapping", "greedy"]),
-        "cpu": dict(dataset="cifar10",
-                    data_kwargs=dict(max_train=10000, max_test=1000, image_size=16), model="resnet18",
-                    steps=300, batch_size=32, lr=1e-3, cka_examples=500,
-                    methods=["backprop", "chunked-2", "chunked-3", "overlapping", "greedy"]),
+        "cpu": dict(dataset="cifar10", data_kwargs=dict(max_test=1000), model="resnet18",
+                    model_kwargs=dict(small_input=False), steps=782, batch_size=64, lr=1e-3, cka_examples=500,
+                    eval_examples=1000, methods=["backprop", "chunked-2", "chunked-3", "overlapping", "greedy"]),
         "full": dict(dataset="imagenet", data_kwargs=dict(image_size=224, max_train=100000, max_test=5000),
-                     model="resnet18", steps=20000, batch_size=256, lr=1e-3, cka_examples=500,
+                     model="resnet18", model_kwargs=dict(small_input=False), steps=20000, batch_size=256, lr=1e-3,
+                     cka_examples=500, eval_examples=5000,
                      methods=["backprop", "chunked-2", "chunked-3", "overlapping", "greedy"]),
     },
     # 07: fitting random labels. The paper's architecture for this figure is not known: an MLP
@@ -154,12 +208,12 @@ _SIMILARITY = {
                  epochs=30, batch_size=64, lr=1e-3),
             dict(model="resnet18", label="ResNet-18 width 8", model_kwargs=dict(width=8), data_kwargs={},
                  epochs=4, batch_size=64, lr=1e-3)]),
-        "cpu": dict(dataset="cifar10", seeds=[0], methods=["backprop", "greedy", "chunked-2"], runs=[
-            dict(model="mlp", label="MLP 5x512", model_kwargs=dict(depth=5, width=512),
-                 data_kwargs=dict(max_train=5000, max_test=1000), epochs=100, batch_size=128, lr=3e-4),
+        "cpu": dict(dataset="cifar10", seeds=[0, 1, 2], methods=["backprop", "greedy", "chunked-2"], runs=[
             dict(model="resnet18", label="ResNet-18 width 16", model_kwargs=dict(width=16),
                  data_kwargs=dict(max_train=2500, max_test=500, image_size=16), epochs=40, batch_size=128,
-                 lr=1e-3)]),
+                 lr=1e-3),
+            dict(model="mlp", label="MLP 5x512", model_kwargs=dict(depth=5, width=512), seeds=[0],
+                 data_kwargs=dict(max_train=5000, max_test=1000), epochs=100, batch_size=128, lr=3e-4)]),
         "full": dict(dataset="cifar10", seeds=[0, 1, 2], methods=["backprop", "greedy", "chunked-2"], runs=[
             dict(model="mlp", label="MLP 5x1024", model_kwargs=dict(depth=5, width=1024), data_kwargs={},
                  epochs=100, batch_size=128, lr=3e-4),
@@ -202,6 +256,12 @@ def compute_grid(study: str, profile: str = "quick") -> Grid:
     """The sweep grid of ``study`` (mlp | transformer | resnet | resnet-imagenet) at ``profile``."""
     _check(study, profile, COMPUTE_STUDIES)
     return Grid(**copy.deepcopy(_GRIDS[(study, profile)]))
+
+
+def analysis_settings(study: str, profile: str = "quick") -> dict:
+    """How ``study`` at ``profile`` is read: ``rule``, sensitivity ``rules``, ``targets``."""
+    _check(study, profile, COMPUTE_STUDIES)
+    return copy.deepcopy(_ANALYSIS.get((study, profile), _FULL_ANALYSIS))
 
 
 def quickstart_config(profile: str = "quick", data_dir: str | None = None, seed: int = 0) -> TrainConfig:

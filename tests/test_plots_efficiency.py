@@ -6,8 +6,8 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from paper_repro import efficiency as ef  # noqa: E402
-from paper_repro.plots import scaling  # noqa: E402
+from paper_repro import analysis as ef  # noqa: E402
+from paper_repro.plots import efficiency as scaling  # noqa: E402
 
 
 def _ttt():
