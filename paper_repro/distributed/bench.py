@@ -16,7 +16,7 @@ import dataclasses
 
 from .launch import launch
 from .run import prepare
-from .config import PipelineConfig
+from .config import MULTI_STAGE, PipelineConfig
 from .inputs import label_info
 from .split import boundary_records
 from .timing import predicted_comm
@@ -26,20 +26,26 @@ def run_pipeline(configs: PipelineConfig | list[PipelineConfig], *, timeout: flo
                  progress: bool = True, **launch_kwargs) -> list[dict]:
     """Train each config in ``stages`` local processes (one launch for all); one record each.
 
-    The stage plan of every config is checked here first, so bad settings (e.g. overlapping
-    windows across stages) raise ValueError before any process starts."""
+    The stage plan of every config is made here first, so bad settings (e.g. overlapping
+    windows across stages) raise ValueError before any process starts, and a measured
+    (time-balanced) cut is measured once, in this process, and handed to every process as an
+    explicit ``split`` / ``block_split`` (the record's ``balance`` still says how it was found)."""
     configs = [configs] if isinstance(configs, PipelineConfig) else list(configs)
-    plans: dict[tuple, list[int]] = {}
+    cuts: dict[tuple, tuple] = {}
     resolved = []
     for cfg in configs:
         cfg.validate()
-        key = (cfg.model, str(cfg.model_kwargs), cfg.local_method, cfg.stages, str(cfg.split), cfg.balance,
-               cfg.dtype, cfg.image_size, cfg.dataset, cfg.micro_batch if cfg.balance == "time" else None)
-        if key not in plans:
-            plans[key] = prepare(cfg)[4].modules
-        # a measured cut is fixed here, once, so every schedule and stage uses the same one
-        split = [mods[0] for mods in plans[key][1:]]
-        resolved.append(dataclasses.replace(cfg, split=split) if cfg.balance == "time" else cfg)
+        multi = cfg.schedule in MULTI_STAGE
+        key = (cfg.model, str(cfg.model_kwargs), cfg.local_method, cfg.stages, cfg.dp, str(cfg.split), cfg.balance,
+               cfg.dtype, cfg.image_size, cfg.dataset, cfg.micro_batch, cfg.update_every, cfg.optimizer,
+               str(cfg.block_split), multi and cfg.micro_batches, multi)
+        if key not in cuts:
+            probe = dataclasses.replace(cfg)
+            plan = prepare(probe)[4]
+            cuts[key] = ([mods[0] for mods in plan.modules[1:]], probe.block_split)
+        # measured cuts are fixed here, once, so that every process and every repeat uses the same one
+        split, blocks = cuts[key]
+        resolved.append(dataclasses.replace(cfg, split=split, block_split=blocks))
     return launch(resolved, timeout=timeout, progress=progress, **launch_kwargs)
 
 

@@ -11,14 +11,19 @@ from __future__ import annotations
 import argparse
 
 from ..cliargs import choice_list, int_list, json_dict
-from .config import BALANCES, DEVICES, DTYPES, OPTIMIZERS, SCHEDULES, PipelineConfig
+from .config import BALANCES, DEVICES, DTYPES, OPTIMIZERS, PIPELINED_BACKPROP, PipelineConfig
+
+# what --schedule accepts: "local/M" is the local schedule stepping once per step of M micro-batches
+RUN_NAMES = ("local", "local/M", *PIPELINED_BACKPROP, "ddp")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The run's options, shared by ``paper-repro bench pipeline`` and the worker's entry point."""
     d = PipelineConfig()
-    p.add_argument("--schedule", type=choice_list(SCHEDULES, "schedule"), default=["local"],
-                   help=f"{' | '.join(SCHEDULES)}; a comma list or 'all' runs them one after another")
+    p.add_argument("--schedule", type=choice_list(RUN_NAMES, "schedule"), default=["local"],
+                   help=f"{' | '.join(RUN_NAMES)}; a comma list or 'all' runs them one after another. "
+                        "local: every stage steps its optimizer after each micro-batch; local/M: after "
+                        "accumulating all MICRO_BATCHES of a step (the pipelined-backprop schedules' rule)")
     p.add_argument("--model", default=d.model, help="mlp | transformer | resnet18 | resnet34 | resnet50")
     p.add_argument("--model-kwargs", type=json_dict, default={}, help='JSON, e.g. \'{"depth": 8, "width": 1024}\'')
     p.add_argument("--method", default=None,
@@ -26,9 +31,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "greedy | chunked-K (overlapping is refused across stages)")
     p.add_argument("--stages", type=int, default=d.stages, help="processes, one stage each")
     p.add_argument("--split", type=int_list, default=None,
-                   help="first local module of stages 1..S-1, e.g. 5,9,13 (default: balance forward FLOPs)")
+                   help="first local module of stages 1..S-1, e.g. 5,9,13 (default: the --balance cut)")
     p.add_argument("--balance", default=d.balance, choices=BALANCES,
-                   help="without --split: cut balancing forward FLOPs or measured forward+backward time")
+                   help="without --split: cut balancing measured time per micro-batch (forward, backward, "
+                        "optimizer step, send; default) or forward FLOPs")
+    p.add_argument("--block-split", type=int_list, default=None,
+                   help="two-stages-per-process schedules: first block of stages 1..2S-1 "
+                        "(default: the cut balancing measured time)")
+    p.add_argument("--dp", type=int, default=d.dp,
+                   help="replicas per stage (STAGES x DP processes; replicas average gradients with DDP)")
     p.add_argument("--micro-batch", type=int_list, default=[d.micro_batch],
                    help="samples per micro-batch; a comma list runs each size")
     p.add_argument("--micro-batches", type=int, default=d.micro_batches, help="micro-batches per step")
@@ -51,7 +62,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="local schedule: outstanding forward sends per stage")
     p.add_argument("--update-every", type=int_list, default=[d.update_every],
                    help="local schedule: optimizer step every N micro-batches (1: after each; "
-                        "MICRO_BATCHES: once per step, like the baselines); a comma list runs each")
+                        "MICRO_BATCHES: once per step, the same as --schedule local/M); a comma list runs each")
     p.add_argument("--repeats", type=int, default=1,
                    help="run everything this many times, interleaved; tables show medians")
     p.add_argument("--timeout", type=float, default=d.timeout, help="seconds any one message may take")
@@ -69,7 +80,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def configs_from_args(args) -> list[PipelineConfig]:
     """One config per (repeat, micro-batch size, schedule[, update_every for local]), validated."""
     common = dict(model=args.model, model_kwargs=args.model_kwargs, method=args.method, stages=args.stages,
-                  split=args.split, balance=args.balance, micro_batches=args.micro_batches, steps=args.steps,
+                  split=args.split, balance=args.balance, block_split=args.block_split, dp=args.dp, micro_batches=args.micro_batches, steps=args.steps,
                   warmup_steps=args.warmup_steps, dataset=args.dataset, data_dir=args.data_dir,
                   image_size=args.image_size, channels=args.channels, num_classes=args.num_classes,
                   seq_len=args.seq_len, optimizer=args.optimizer, lr=args.lr, seed=args.seed,
@@ -82,21 +93,33 @@ def configs_from_args(args) -> list[PipelineConfig]:
 
 def expand(common: dict, schedules, micro_batch_sizes, update_every=(1,), repeats: int = 1) -> list[PipelineConfig]:
     """Configs for every (repeat, micro-batch size, schedule) -- interleaved, so that a change in the
-    machine's load touches every schedule alike -- with the local schedule once per ``update_every``."""
+    machine's load touches every schedule alike -- with ``local`` once per ``update_every`` and
+    ``local/M`` stepping once per step (``update_every = micro_batches``)."""
     if not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
-    return [PipelineConfig(schedule=s, micro_batch=b, update_every=u, **common).validate()
-            for _ in range(repeats) for b in micro_batch_sizes for s in schedules
-            for u in (update_every if s == "local" else (1,))]
+    bad = [s for s in schedules if s not in RUN_NAMES]
+    if bad:
+        raise ValueError(f"unknown schedule {bad[0]!r}; valid: {', '.join(RUN_NAMES)}")
+    configs = []
+    for _ in range(repeats):
+        for b in micro_batch_sizes:
+            for s in schedules:
+                if s == "local/M":
+                    everies, s = [common.get("micro_batches", PipelineConfig.micro_batches)], "local"
+                else:
+                    everies = update_every if s == "local" else (1,)
+                configs += [PipelineConfig(schedule=s, micro_batch=b, update_every=u, **common).validate()
+                            for u in everies]
+    return configs
 
 
-def configs_for(settings: dict, schedules=("local", "gpipe", "1f1b", "1f1b-recompute", "ddp"),
-                **overrides) -> list[PipelineConfig]:
+def configs_for(settings: dict, schedules=RUN_NAMES, **overrides) -> list[PipelineConfig]:
     """Configs for every micro-batch size in ``settings`` x schedule (see :func:`expand`);
     ``settings`` (e.g. :func:`paper_repro.settings.pipeline_settings`) may also hold
-    ``repeats`` and ``local_update_every``."""
+    ``repeats`` and ``schedules`` (the run names to use when ``schedules`` is not given)."""
     settings = {**settings, **overrides}
     sizes = settings.pop("micro_batch")
     repeats = settings.pop("repeats", 1)
+    schedules = settings.pop("schedules", schedules)
     update_every = settings.pop("local_update_every", (1,))
     return expand(settings, schedules, sizes, update_every, repeats)

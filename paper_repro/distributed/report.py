@@ -11,10 +11,21 @@ import pandas as pd
 MB = 1e6
 
 
+RECOMPUTE_PEER = "1f1b-recompute"
+
+
 def label(record: dict) -> str:
-    """The schedule's name in tables and figures; ``local/N`` = local, optimizer step every N micro-batches."""
-    u = record.get("update_every", 1)
-    return record["schedule"] if record["schedule"] != "local" or u == 1 else f"local/{u}"
+    """The schedule's name in tables and figures. ``local``: every stage steps after each
+    micro-batch; ``local/M``: once per step of M micro-batches (the pipelined-backprop
+    schedules' optimizer semantics); ``local/N``: every N micro-batches for another N."""
+    u = record.get("update_every") or 1
+    if record["schedule"] != "local" or u == 1:
+        return record["schedule"]
+    return "local/M" if u == record.get("micro_batches") else f"local/{u}"
+
+
+def is_backprop_pipeline(name: str) -> bool:
+    return name not in ("ddp",) and not name.startswith("local")
 
 
 def median_records(records: list[dict]) -> list[dict]:
@@ -30,7 +41,7 @@ def median_records(records: list[dict]) -> list[dict]:
         first["samples_per_s_runs"] = [r["samples_per_s"] for r in runs]
         first["samples_per_s"] = statistics.median(first["samples_per_s_runs"])
         first["busy_fraction_per_stage"] = [statistics.median(r["busy_fraction_per_stage"][s] for r in runs)
-                                            for s in range(first["stages"])]
+                                            for s in range(len(first["busy_fraction_per_stage"]))]
         first["repeats"] = len(runs)
         out.append(first)
     return out
@@ -42,7 +53,7 @@ def _kb(x) -> str:
 
 def format_table(records: list[dict]) -> str:
     """One line per run: throughput, busy fraction per stage, bytes per sample, peak memory per stage."""
-    head = (f"{'schedule':<15} {'mb':>4} {'samples/s':>10} {'busy per stage':>18} {'fwd kB/sample':>14} "
+    head = (f"{'schedule':<27} {'mb':>4} {'samples/s':>10} {'busy per stage':>18} {'fwd kB/sample':>14} "
             f"{'bwd kB/sample':>14} {'peak MB per stage':>24}")
     lines = [head, "-" * len(head)]
     for r in records:
@@ -51,56 +62,60 @@ def format_table(records: list[dict]) -> str:
         mem = r.get("peak_mem_bytes_per_stage")
         comm = r["comm_bytes_per_sample"]
         lines.append(
-            f"{label(r):<15} {r['micro_batch']:>4} {('-' if sps is None else f'{sps:.1f}'):>10} "
+            f"{label(r):<27} {r['micro_batch']:>4} {('-' if sps is None else f'{sps:.1f}'):>10} "
             f"{('-' if not busy else ' '.join(f'{b:.2f}' for b in busy)):>18} {_kb(comm['forward']):>14} "
             f"{_kb(comm['backward']):>14} {('-' if not mem else ' '.join(f'{m / MB:.3g}' for m in mem)):>24}")
     return "\n".join(lines)
 
 
+def _ratio_row(mb, name, runs, peers: list[str], what: str, goal: float) -> dict | None:
+    present = [p for p in peers if p in runs]
+    if not present:
+        return None
+    best = max(present, key=lambda p: runs[p]["samples_per_s"])
+    ratio = runs[name]["samples_per_s"] / runs[best]["samples_per_s"]
+    return dict(micro_batch=mb, target=f"throughput {name} / {what}", goal=f">= {goal:.2f}", value=ratio,
+                met=ratio >= goal, peer=best)
+
+
 def targets(records: list[dict]) -> list[dict]:
-    """The benchmark's targets (throughput ratios, busy fraction, bytes and memory ratios), per
-    micro-batch size, from runs measured side by side."""
+    """The benchmark's targets per micro-batch size, from runs measured side by side.
+
+    ``local`` (a step per micro-batch) against 1F1B with recomputation (>= 1.3) and the best
+    pipelined-backprop schedule without recomputation (>= 1.0); ``local/M`` (the same optimizer
+    steps as the pipelined-backprop schedules) against 1F1B with recomputation (>= 1.5) and the
+    best of every pipelined-backprop schedule (>= 1.15); each ``peer`` names the best one.
+    Then the least busy local stage (>= 0.9), local's bytes against pipelined backprop with one
+    stage per process (= 0.5) and local's memory against 1F1B with recomputation (<= 1)."""
     by_mb: dict[int, dict[str, dict]] = {}
     for r in records:
         by_mb.setdefault(r["micro_batch"], {})[label(r)] = r
     rows = []
     for mb, runs in sorted(by_mb.items()):
-        for name in sorted(n for n in runs if n.startswith("local/")):  # same optimizer steps as the baselines
-            sps = runs[name]["samples_per_s"]
-            if "1f1b-recompute" in runs:
-                ratio = sps / runs["1f1b-recompute"]["samples_per_s"]
-                rows.append(dict(micro_batch=mb, target=f"throughput {name} / 1F1B+recompute", goal=">= 1.30",
-                                 value=ratio, met=ratio >= 1.3))
-            plain = [runs[s]["samples_per_s"] for s in ("gpipe", "1f1b") if s in runs]
-            if plain:
-                ratio = sps / max(plain)
-                rows.append(dict(micro_batch=mb, target=f"throughput {name} / best(GPipe, 1F1B)", goal=">= 1.00",
-                                 value=ratio, met=ratio >= 1.0))
-        local = runs.get("local")
+        backprop = sorted(n for n in runs if is_backprop_pipeline(n))
+        plain = [n for n in backprop if not n.endswith("-recompute")]
+        goals = {"local": (1.3, plain, "best pipelined backprop without recomputation", 1.0),
+                 "local/M": (1.5, backprop, "best pipelined backprop", 1.15)}
+        for name, (vs_recompute, peers, what, goal) in goals.items():
+            if name not in runs:
+                continue
+            for row in (_ratio_row(mb, name, runs, [RECOMPUTE_PEER], "1F1B+recompute", vs_recompute),
+                        _ratio_row(mb, name, runs, peers, what, goal)):
+                if row is not None:
+                    rows.append(row)
+            busy = min(runs[name]["busy_fraction_per_stage"])
+            rows.append(dict(micro_batch=mb, target=f"busy fraction of the least busy {name} stage",
+                             goal=">= 0.90", value=busy, met=busy >= 0.9))
+        local = runs.get("local") or runs.get("local/M")
         if local is None:
             continue
-        sps = local["samples_per_s"]
-        if "1f1b-recompute" in runs:
-            ratio = sps / runs["1f1b-recompute"]["samples_per_s"]
-            rows.append(dict(micro_batch=mb, target="throughput local / 1F1B+recompute", goal=">= 1.30",
-                             value=ratio, met=ratio >= 1.3))
-        plain = [runs[s]["samples_per_s"] for s in ("gpipe", "1f1b") if s in runs]
-        if plain:
-            ratio = sps / max(plain)
-            rows.append(dict(micro_batch=mb, target="throughput local / best(GPipe, 1F1B)", goal=">= 1.00",
-                             value=ratio, met=ratio >= 1.0))
-        busy = min(local["busy_fraction_per_stage"])
-        rows.append(dict(micro_batch=mb, target="busy fraction of the least busy local stage", goal=">= 0.90",
-                         value=busy, met=busy >= 0.9))
         bp = next((runs[s] for s in ("1f1b", "gpipe", "1f1b-recompute") if s in runs), None)
         if bp is not None:
-            ours = sum(local["comm_bytes_per_sample"].values())
-            theirs = sum(bp["comm_bytes_per_sample"].values())
-            ratio = ours / theirs
+            ratio = sum(local["comm_bytes_per_sample"].values()) / sum(bp["comm_bytes_per_sample"].values())
             rows.append(dict(micro_batch=mb, target="comm bytes local / pipelined backprop", goal="= 0.50",
                              value=ratio, met=abs(ratio - 0.5) < 0.005))
-        if "1f1b-recompute" in runs:
-            mine, theirs = local["peak_mem_bytes_per_stage"], runs["1f1b-recompute"]["peak_mem_bytes_per_stage"]
+        if RECOMPUTE_PEER in runs:
+            mine, theirs = local["peak_mem_bytes_per_stage"], runs[RECOMPUTE_PEER]["peak_mem_bytes_per_stage"]
             worst = max(a / b for a, b in zip(mine, theirs))
             rows.append(dict(micro_batch=mb, target="peak memory local / 1F1B+recompute (worst stage)",
                              goal="<= 1.00", value=worst, met=worst <= 1.0))
@@ -123,18 +138,19 @@ def markdown_table(records: list[dict]) -> str:
 
 
 def markdown_targets(rows: list[dict]) -> str:
-    lines = ["| micro-batch | target | goal | measured | |", "|---:|---|---:|---:|---|"]
+    lines = ["| micro-batch | target | goal | measured | best peer | |", "|---:|---|---:|---:|---|---|"]
     for r in rows:
         lines.append(f"| {r['micro_batch']} | {r['target']} | {r['goal']} | {r['value']:.3f} | "
-                     f"{'met' if r['met'] else '**missed**'} |")
+                     f"{r.get('peer', '')} | {'met' if r['met'] else '**missed**'} |")
     return "\n".join(lines)
 
 
 def format_targets(rows: list[dict]) -> str:
-    lines = [f"{'mb':>4}  {'target':<50} {'goal':>8} {'measured':>9}  result"]
+    lines = [f"{'mb':>4}  {'target':<66} {'goal':>8} {'measured':>9}  result"]
     for r in rows:
-        lines.append(f"{r['micro_batch']:>4}  {r['target']:<50} {r['goal']:>8} {r['value']:>9.3f}  "
-                     f"{'met' if r['met'] else 'MISSED'}")
+        peer = f"  (best: {r['peer']})" if r.get("peer") else ""
+        lines.append(f"{r['micro_batch']:>4}  {r['target']:<66} {r['goal']:>8} {r['value']:>9.3f}  "
+                     f"{'met' if r['met'] else 'MISSED'}{peer}")
     return "\n".join(lines)
 
 
@@ -142,9 +158,10 @@ def to_frame(records: list[dict]):
     """A tidy DataFrame: one row per (run, stage)."""
     rows = []
     for r in records:
-        mems = r.get("peak_mem_bytes_per_stage") or [math.nan] * r["stages"]
-        busy = r.get("busy_fraction_per_stage") or [math.nan] * r["stages"]
-        for s in range(r["stages"]):
+        procs = r.get("processes", r["stages"])
+        mems = r.get("peak_mem_bytes_per_stage") or [math.nan] * procs
+        busy = r.get("busy_fraction_per_stage") or [math.nan] * procs
+        for s in range(len(busy)):
             rows.append({"schedule": label(r), "micro_batch": r["micro_batch"], "stage": s,
                          "samples_per_s": r.get("samples_per_s"), "busy_fraction": busy[s],
                          "peak_mem_MB": mems[s] / MB,
@@ -160,7 +177,7 @@ def comm_frame(records: list[dict]):
     for r in records:
         c = r["comm_bytes_per_sample"]
         B, M = r["micro_batch"], r["micro_batches"]
-        rows.append({"schedule": r["schedule"], "dtype": r["dtype"], "micro_batch": B,
+        rows.append({"schedule": label(r), "dtype": r["dtype"], "micro_batch": B,
                      "split (blocks per stage)": " | ".join(f"{b[0]}-{b[-1]}" for b in r["split"]["blocks"]),
                      "fwd MB/sample": c["forward"] / MB, "bwd MB/sample": c["backward"] / MB,
                      "total MB/micro-batch": (c["forward"] + c["backward"]) * B / MB,

@@ -22,68 +22,87 @@ import torch.distributed as dist
 
 from ..hardware import hardware_label
 from . import comm
-from .baselines import run_ddp, run_pipelined_backprop
+from .baselines import run_pipelined_backprop, stage_blocks, stage_indices
+from .config import DTYPES, MULTI_STAGE, PipelineConfig
+from .ddp import run_ddp
+from .inputs import build_learner, data_spec, label_info, micro_batches
 from .local import keep_only, run_local
 from .options import add_arguments, configs_from_args
+from .replicas import Placement, place
 from .report import format_table
-from .config import DTYPES, PipelineConfig
-from .inputs import build_learner, data_spec, label_info, micro_batches
 from .split import boundary_info, boundary_records, plan_stages
-from .timing import predicted_comm, time_split
+from .timing import block_split, predicted_comm, time_split
 
 
 # ------------------------------------------------------------------------------ one run
+def _measured(ctx: comm.Context | None, key: str, measure) -> list[int]:
+    """``measure()`` here (one process), or on rank 0 shared through the store under ``key``,
+    so that every process uses the same measured cut."""
+    if ctx is None or ctx.rank == 0:
+        value = measure()
+        if ctx is not None:
+            ctx.store.set(key, json.dumps(value))
+        return value
+    return json.loads(ctx.store.get(key))
+
+
 def prepare(cfg: PipelineConfig, ctx: comm.Context | None = None, key: str = "split"):
     """(data set, spec, learner, block infos, plan) for ``cfg``: the same in every process.
 
-    With ``balance="time"`` and no explicit split, the cut comes from timing the modules: in a
-    pipeline (``ctx`` given) rank 0 times them and shares the split through the store under
-    ``key``, so every stage plans the same cut."""
+    With ``balance="time"`` and no explicit split, the cut comes from timing the modules
+    (:func:`.timing.time_split`); a two-stages-per-process schedule without ``block_split``
+    also times the blocks (:func:`.timing.block_split`, stored into ``cfg.block_split``). In a
+    pipeline (``ctx`` given) rank 0 measures and shares the result through the store under
+    ``key``, so every process plans the same cut."""
     ds, spec = data_spec(cfg)
     learner = build_learner(cfg, spec)
     infos = boundary_info(learner, spec, DTYPES[cfg.dtype])
     split = cfg.split
     if split is None and cfg.balance == "time":
-        if ctx is None or ctx.rank == 0:
-            split = time_split(learner, spec, cfg)
-            if ctx is not None:
-                ctx.store.set(key, json.dumps(split))
-        else:
-            split = json.loads(ctx.store.get(key))
+        split = _measured(ctx, key, lambda: time_split(learner, spec, cfg))
+    if cfg.schedule in MULTI_STAGE and cfg.block_split is None:
+        cfg.block_split = _measured(ctx, key + "/blocks", lambda: block_split(learner, spec, cfg, 2 * cfg.stages))
     plan = plan_stages(learner, cfg.stages, split, infos)
     return ds, spec, learner, infos, plan
 
 
-def run_one(ctx: comm.Context, cfg: PipelineConfig, index: int = 0) -> dict | None:
-    """Run ``cfg`` on this stage; rank 0 returns the gathered record, the others None."""
-    if cfg.stages != ctx.world:
-        raise ValueError(f"stages={cfg.stages} but {ctx.world} processes were started")
+def run_one(ctx: comm.Context, cfg: PipelineConfig, where: Placement, index: int = 0) -> dict | None:
+    """Run ``cfg`` in this process; rank 0 returns the gathered record, the others None."""
+    if cfg.processes != ctx.world:
+        raise ValueError(f"stages={cfg.stages} x dp={cfg.dp} = {cfg.processes} processes, but {ctx.world} "
+                         "were started")
     ds, spec, learner, infos, plan = prepare(cfg, ctx, key=f"split/{index}")
     grad_bytes = sum(p.numel() * p.element_size() for p in learner.net.parameters())
-    s = ctx.rank
+    s = where.stage
     if ctx.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(ctx.device)
     if cfg.schedule == "ddp":
         batches = micro_batches(cfg, ds, spec, cfg.seed + 1000 * s)
         stats = run_ddp(ctx, cfg, learner, plan, infos, spec, batches)
     else:
-        batches = micro_batches(cfg, ds, spec, cfg.seed) if s == 0 else None
+        # stage 0 of replica d reads its own stream: replica 0 reads what a dp=1 run reads
+        batches = micro_batches(cfg, ds, spec, cfg.seed + 1000 * where.replica) if s == 0 else None
         if cfg.schedule == "local":
             keep_only(learner, plan.blocks[s], plan.modules[s])
             learner.to(ctx.device)
-            stats = run_local(ctx, cfg, learner, plan, infos, spec, batches)
+            stats = run_local(ctx, cfg, learner, plan, infos, spec, batches, where)
         else:
-            keep_only(learner, plan.blocks[s], [learner.num_modules - 1] if s == plan.stages - 1 else [])
-            stats = run_pipelined_backprop(ctx, cfg, learner, plan, infos, spec, batches)
+            blocks = stage_blocks(cfg, plan, len(learner.net.blocks))
+            mine = stage_indices(cfg.schedule, s, plan.stages)
+            keep_only(learner, sorted(b for v in mine for b in blocks[v]),
+                      [learner.num_modules - 1] if len(blocks) - 1 in mine else [])
+            stats = run_pipelined_backprop(ctx, cfg, learner, plan, infos, spec, batches, where)
+    stats.update({"stage": s, "replica": where.replica})
     if cfg.save_params:
         out = Path(cfg.save_params)
         out.mkdir(parents=True, exist_ok=True)
         state = {k: v.detach().cpu() for k, v in learner.state_dict().items()}
-        torch.save({"plan": plan.to_dict(), "state": state}, out / f"stage{s}.pt")
-    gathered = [None] * ctx.world if s == 0 else None
+        name = f"stage{s}.pt" if where.replica == 0 else f"stage{s}_replica{where.replica}.pt"
+        torch.save({"plan": plan.to_dict(), "block_split": cfg.block_split, "state": state}, out / name)
+    gathered = [None] * ctx.world if ctx.rank == 0 else None
     dist.gather_object(stats, gathered, dst=0)
     dist.barrier()
-    if s != 0:
+    if ctx.rank != 0:
         return None
     return summarize(cfg, plan, infos, spec, gathered, grad_bytes, ctx.device)
 
@@ -92,9 +111,10 @@ def summarize(cfg: PipelineConfig, plan, infos, spec, per_stage: list[dict], gra
               device: torch.device) -> dict:
     """The run's record: throughput, busy fractions, bytes per sample, memory per stage."""
     B = cfg.micro_batch
-    last = per_stage[-1]
-    samples_per_s = last["samples_timed"] / last["window_s"] if last["window_s"] else None
-    all_samples = cfg.total_micro_batches * B
+    lasts = [st for st in per_stage if st["stage"] == cfg.stages - 1]  # one per replica
+    window = max(st["window_s"] for st in lasts)
+    samples_per_s = sum(st["samples_timed"] for st in lasts) / window if window else None
+    all_samples = cfg.total_micro_batches * B * cfg.dp
     sent: dict[str, float] = {}
     for st in per_stage:
         for k, v in st["sent_bytes"].items():
@@ -113,7 +133,8 @@ def summarize(cfg: PipelineConfig, plan, infos, spec, per_stage: list[dict], gra
         "schedule": cfg.schedule,
         "method": cfg.local_method if cfg.schedule == "local" else "backprop",
         "model": cfg.model, "model_kwargs": cfg.model_kwargs, "image_size": cfg.image_size,
-        "stages": cfg.stages, "micro_batch": B, "micro_batches": cfg.micro_batches,
+        "stages": cfg.stages, "dp": cfg.dp, "processes": cfg.processes,
+        "micro_batch": B, "micro_batches": cfg.micro_batches,
         "optimizer": cfg.optimizer, "update_every": cfg.update_every if cfg.schedule == "local" else None,
         "optimizer_steps_per_step": (cfg.micro_batches // cfg.update_every) if cfg.schedule == "local" else 1,
         "steps": cfg.steps, "warmup_steps": cfg.warmup_steps,
@@ -126,7 +147,9 @@ def summarize(cfg: PipelineConfig, plan, infos, spec, per_stage: list[dict], gra
         "peak_mem_bytes_per_stage": [st["memory"]["peak_bytes"] for st in per_stage],
         "memory_per_stage": [st["memory"] for st in per_stage],
         "memory_method": per_stage[0]["memory"]["method"],
-        "split": plan.to_dict(),
+        "split": plan.to_dict(), "balance": cfg.balance,
+        "block_split": cfg.block_split,
+        "optimizer_impl": sorted({st["optimizer_impl"] for st in per_stage}),
         "boundaries": boundary_records(plan, infos, B),
         "labels": {"shape": [B, *lshape], "dtype": str(ldtype).replace("torch.", "")},
         "dtype": cfg.dtype, "device": device.type, "hardware": hardware_label(str(device)),
@@ -155,9 +178,12 @@ def worker(configs: list[PipelineConfig], json_path: str | None = None, quiet: b
         torch.set_num_threads(first.threads or default_threads(first.device))
         ctx = comm.init(first.device, max(c.timeout for c in configs), first.heartbeat_timeout,
                         max(c.init_timeout for c in configs))
+        if any(c.dp != first.dp for c in configs):
+            raise ValueError("all runs of one launch must share dp")
+        where = place(ctx.rank, ctx.world, first.stages, first.dp, max(c.timeout for c in configs))
         records = []
         for index, cfg in enumerate(configs):
-            record = run_one(ctx, cfg, index)
+            record = run_one(ctx, cfg, where, index)
             if record is not None:
                 records.append(record)
         comm.finish(ctx)

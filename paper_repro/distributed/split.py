@@ -81,10 +81,17 @@ class StagePlan:
         return {"modules": self.modules, "blocks": self.blocks, "send_blocks": self.send_blocks}
 
 
-def balanced_split(costs: list[float], stages: int) -> list[int]:
+def balanced_split(costs: list[float], stages: int, send: list[float] | None = None) -> list[int]:
     """First item of stages 1..S-1 of the contiguous partition of ``costs`` with the smallest
-    maximum stage cost (dynamic programming; ties go to the earliest cut)."""
+    maximum stage cost (dynamic programming; ties go to the earliest cut).
+
+    ``send[i]`` (optional) is added to a stage whose last item is ``i`` and that is not the
+    last stage: what handing item ``i``'s output to the next stage costs."""
     n = len(costs)
+    if not 1 <= stages <= n:
+        raise ValueError(f"cannot cut {n} items into stages={stages}; use 1..{n} stages")
+    if send is not None and len(send) != n:
+        raise ValueError(f"send must have one cost per item ({n}), got {len(send)}")
     prefix = [0.0]
     for c in costs:
         prefix.append(prefix[-1] + c)
@@ -94,8 +101,9 @@ def balanced_split(costs: list[float], stages: int) -> list[int]:
     best[0][0] = 0.0
     for s in range(1, stages + 1):
         for i in range(s, n + 1):
+            out = send[i - 1] if send is not None and s < stages else 0.0
             for j in range(s - 1, i):
-                value = max(best[s - 1][j], prefix[i] - prefix[j])
+                value = max(best[s - 1][j], prefix[i] - prefix[j] + out)
                 if value < best[s][i]:
                     best[s][i], cut[s][i] = value, j
     starts, i = [], n
@@ -110,7 +118,7 @@ def plan_stages(learner: methods.Learner, stages: int, split: list[int] | None =
     """Cut the learner's local modules into ``stages`` contiguous groups.
 
     ``split`` gives the first module of stages 1..S-1; without it the cut balances forward
-    FLOPs (blocks + heads, from ``infos``). A block shared by two stages (overlapping windows
+    FLOPs (blocks + heads, from ``infos``; the measured-time cut is :func:`.timing.time_split`). A block shared by two stages (overlapping windows
     across a cut) would need a gradient message back across the cut: refused with ValueError.
     """
     n = learner.num_modules
