@@ -10,7 +10,11 @@ quick profile, e.g.::
 ``figures_dir`` injected, writes the executed copy to ``out_dir`` and keeps going
 when one fails; at the end it raises a RuntimeError naming every failure, so the
 ``paper-repro notebooks run`` command (:mod:`paper_repro.cli`) exits non-zero.
-:func:`check_parameters` is what each notebook's first cell calls on its parameters.
+Ctrl-C or SIGTERM stops the batch: the running kernel and every process it started are
+stopped, and :class:`NotebooksInterrupted` lists the notebooks that finished.
+:func:`check_parameters` is what each notebook's first cell calls on its parameters, and
+:func:`notebook_path` places a relative path (``figures_dir = "../figures"``) next to the
+notebooks whatever the kernel's working directory.
 
 The kernel is ``python3``. In a virtual environment jupyter_client resolves it to
 the interpreter running this code (ipykernel's own kernelspec says ``python``,
@@ -20,12 +24,16 @@ same packages as the caller.
 
 from __future__ import annotations
 
+import logging
 import sys
+import threading
 import time
 from pathlib import Path
 
+import psutil
 from tqdm.auto import tqdm
 
+from . import signals
 from .settings import PROFILES
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -51,6 +59,74 @@ def check_parameters(values: dict, types: dict) -> None:
                              f"expected {names}")
     if "profile" in values and values["profile"] not in PROFILES:
         raise ValueError(f"unknown profile {values['profile']!r}; valid: {', '.join(PROFILES)}")
+
+
+def notebook_path(path: str) -> str:
+    """``path`` from a notebook's parameters cell, made absolute: an absolute path unchanged, a
+    relative one (``"../figures"``) taken from this repository's ``notebooks/`` folder, where
+    JupyterLab runs the notebooks, rather than from the current directory (Papermill's kernel
+    starts in the caller's). Outside a source checkout (no ``notebooks/`` folder next to the
+    package), from the current directory."""
+    p = Path(path).expanduser()
+    base = NOTEBOOKS_DIR if NOTEBOOKS_DIR.is_dir() else Path.cwd()
+    return str(p if p.is_absolute() else (base / p).resolve())
+
+
+class NotebooksInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM during :func:`run_notebooks`; ``results`` lists the notebooks that
+    ended before it, as ``(name, seconds, status)``."""
+
+    def __init__(self, message: str, results: list):
+        super().__init__(message)
+        self.results = results
+
+
+def stop_children(grace: float = 5.0) -> int:
+    """Stop every descendant of this process (a notebook's kernel and what it started, such as
+    pipeline stages in their own sessions): SIGTERM, then SIGKILL after ``grace`` seconds.
+    Returns how many there were."""
+    children = psutil.Process().children(recursive=True)
+    for child in children:
+        try:
+            child.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(children, timeout=grace)
+    for child in alive:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=grace)
+    return len(children)
+
+
+def _execute(pm, path: Path, out_path: Path, params: dict, timeout) -> None:
+    """``pm.execute_notebook`` in a worker thread, so that Ctrl-C and SIGTERM reach this (main)
+    thread (the notebook client would otherwise take them over, shut the kernel down and let
+    the batch carry on). On either, the kernel and its processes are stopped and the
+    interrupt re-raised."""
+    error: list[BaseException] = []
+
+    def target():
+        try:
+            pm.execute_notebook(str(path), str(out_path), parameters=params, kernel_name="python3",
+                                cwd=str(path.parent), progress_bar=False, execution_timeout=timeout)
+        except BaseException as e:  # noqa: BLE001 - handed to the main thread
+            error.append(e)
+
+    worker = threading.Thread(target=target, name=f"papermill {path.stem}", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.2)
+    except KeyboardInterrupt:
+        logging.getLogger("papermill").disabled = True  # the client's "kernel died" is expected now
+        stop_children()
+        worker.join(10)
+        raise
+    if error:
+        raise error[0]
 
 
 def list_notebooks(notebooks_dir=NOTEBOOKS_DIR):
@@ -92,7 +168,8 @@ def run_notebooks(profile="quick", only=None, out_dir="out/notebooks", figures_d
 
     Relative ``out_dir`` / ``figures_dir`` are taken from the current directory.
     Returns a list of (name, seconds, status) with status 'ok' or 'failed'.
-    Raises RuntimeError after the last notebook if any failed.
+    Raises RuntimeError after the last notebook if any failed, :class:`NotebooksInterrupted`
+    on Ctrl-C or SIGTERM (after stopping the kernel and its processes).
     """
     import papermill as pm  # a heavy import, needed only here: `paper-repro --help` stays fast
 
@@ -109,24 +186,30 @@ def run_notebooks(profile="quick", only=None, out_dir="out/notebooks", figures_d
 
     results, failures = [], []
     bar = tqdm(paths, desc=f"notebooks ({profile})", unit="nb")
-    for path in bar:
-        bar.set_postfix_str(path.stem)
-        out_path = out_dir / path.name
-        t0 = time.perf_counter()
+    with signals.sigterm_as_interrupt():
         try:
-            pm.execute_notebook(str(path), str(out_path), parameters=params,
-                                kernel_name="python3", cwd=str(path.parent),
-                                progress_bar=False, execution_timeout=timeout)
-            status = "ok"
-        except Exception as e:  # one bad notebook must not stop the batch
-            status = "failed"
-            reason = getattr(e, "ename", type(e).__name__)
-            lines = str(getattr(e, "evalue", e)).strip().splitlines()
-            evalue = lines[0] if lines else ""
-            failures.append(f"{path.stem}: {reason}: {evalue} (executed copy: {out_path})")
-            tqdm.write(f"FAILED {path.stem}: {reason}: {evalue}", file=sys.stderr)
-        results.append((path.stem, time.perf_counter() - t0, status))
-    bar.close()
+            for path in bar:
+                bar.set_postfix_str(path.stem)
+                out_path = out_dir / path.name
+                t0 = time.perf_counter()
+                try:
+                    _execute(pm, path, out_path, params, timeout)
+                    status = "ok"
+                except Exception as e:  # one bad notebook must not stop the batch
+                    status = "failed"
+                    reason = getattr(e, "ename", type(e).__name__)
+                    lines = str(getattr(e, "evalue", e)).strip().splitlines()
+                    evalue = lines[0] if lines else ""
+                    failures.append(f"{path.stem}: {reason}: {evalue} (executed copy: {out_path})")
+                    tqdm.write(f"FAILED {path.stem}: {reason}: {evalue}", file=sys.stderr)
+                results.append((path.stem, time.perf_counter() - t0, status))
+        except KeyboardInterrupt as stop:
+            raise NotebooksInterrupted(
+                f"stopped while running {path.stem}, whose kernel and processes are stopped; "
+                f"{len(results)} of {len(paths)} notebooks had ended (their figures are in {figures_dir})",
+                results) from stop
+        finally:
+            bar.close()
 
     if failures:
         err = RuntimeError(f"{len(failures)} of {len(paths)} notebooks failed:\n  "

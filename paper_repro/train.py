@@ -6,7 +6,8 @@ pandas DataFrame with one row per step: ``step``, ``examples`` (seen so far),
 i.e. the last module's loss), ``eval_loss`` / ``eval_acc`` (every ``eval_every`` steps
 and at the end, NaN elsewhere), ``train_eval_loss`` (see below) and ``wall_time``
 (seconds since the start). A NaN or inf loss ends the run with ``status == "diverged"``
-instead of raising.
+instead of raising. Ctrl-C raises :class:`TrainInterrupted` carrying the records of the
+finished steps.
 
 Options for compute-efficiency studies, which compare runs of different batch sizes at
 equal numbers of examples:
@@ -98,7 +99,7 @@ class TrainConfig(ModelParts, DataParts, OptimParts):
 class TrainResult:
     config: TrainConfig
     records: pd.DataFrame
-    status: str                     # "finished" | "diverged"
+    status: str                     # "finished" | "diverged" | "interrupted" (TrainInterrupted.result)
     learner: methods.Learner
     data: data_mod.DataSet
     optimizer_impl: str = "default"  # fused | foreach | default (see build.make_optimizer)
@@ -113,6 +114,16 @@ class TrainResult:
                 "eval_acc": float(evals["eval_acc"].iloc[-1]) if len(evals) else float("nan"),
                 "train_eval_loss": float(train_evals.iloc[-1]) if len(train_evals) else float("nan"),
                 "optimizer_impl": self.optimizer_impl, "wall_time_s": float(last["wall_time"])}
+
+
+class TrainInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM, see :mod:`paper_repro.signals`) during :func:`train`. ``result``
+    holds the records of the steps that finished (status ``"interrupted"``); the step that
+    was running is not among them. Raised from the original interrupt."""
+
+    def __init__(self, result: "TrainResult"):
+        super().__init__(f"interrupted after {len(result.records)} finished steps")
+        self.result = result
 
 
 def check_fits(learner: methods.Learner, data: data_mod.DataSet, cfg: TrainConfig) -> None:
@@ -239,37 +250,42 @@ def train(cfg: TrainConfig, data: data_mod.DataSet | None = None,
     rows, status, start = [], "finished", time.perf_counter()
     bar = tqdm(range(1, cfg.steps + 1), desc=f"{cfg.model}/{cfg.method}", disable=not cfg.progress,
                leave=False, mininterval=1.0)
-    for step in bar:
-        x, y = next(batches)
-        x, y = x.to(cfg.device), y.to(cfg.device)
-        if callback is not None:
-            callback(step, learner, x, y)
-        opt.zero_grad(set_to_none=True)
-        losses = learner.losses(x, y)
-        values = [float(v.detach()) for v in losses]
-        row = {"step": step, "examples": step * cfg.batch_size,
-               **{f"loss_{m}": v for m, v in enumerate(values)}, "final_loss": values[-1],
-               "eval_loss": math.nan, "eval_acc": math.nan, "train_eval_loss": math.nan}
-        if not all(math.isfinite(v) for v in values):
-            status = "diverged"
-        else:
-            sum(losses).backward()
-            opt.step()
-            if step == cfg.steps or (cfg.eval_every and step % cfg.eval_every == 0):
-                row["eval_loss"], row["eval_acc"] = evaluate(learner.net, data, "test", cfg.eval_examples,
-                                                             cfg.device)
-            if train_idx is not None and (step == cfg.steps or crosses(step, cfg.batch_size,
-                                                                         cfg.eval_every_examples)):
-                row["train_eval_loss"] = evaluate_indices(learner.net, data, "train", train_idx, cfg.device)
-        row["wall_time"] = time.perf_counter() - start
-        rows.append(row)
-        if status == "diverged":
-            break
-        if cfg.stop_loss is not None and row["train_eval_loss"] <= cfg.stop_loss:
-            break
-        if step % 10 == 0:
-            bar.set_postfix(loss=f"{values[-1]:.3f}")
-    bar.close()
+    try:
+        for step in bar:
+            x, y = next(batches)
+            x, y = x.to(cfg.device), y.to(cfg.device)
+            if callback is not None:
+                callback(step, learner, x, y)
+            opt.zero_grad(set_to_none=True)
+            losses = learner.losses(x, y)
+            values = [float(v.detach()) for v in losses]
+            row = {"step": step, "examples": step * cfg.batch_size,
+                   **{f"loss_{m}": v for m, v in enumerate(values)}, "final_loss": values[-1],
+                   "eval_loss": math.nan, "eval_acc": math.nan, "train_eval_loss": math.nan}
+            if not all(math.isfinite(v) for v in values):
+                status = "diverged"
+            else:
+                sum(losses).backward()
+                opt.step()
+                if step == cfg.steps or (cfg.eval_every and step % cfg.eval_every == 0):
+                    row["eval_loss"], row["eval_acc"] = evaluate(learner.net, data, "test", cfg.eval_examples,
+                                                                 cfg.device)
+                if train_idx is not None and (step == cfg.steps or crosses(step, cfg.batch_size,
+                                                                             cfg.eval_every_examples)):
+                    row["train_eval_loss"] = evaluate_indices(learner.net, data, "train", train_idx, cfg.device)
+            row["wall_time"] = time.perf_counter() - start
+            rows.append(row)
+            if status == "diverged":
+                break
+            if cfg.stop_loss is not None and row["train_eval_loss"] <= cfg.stop_loss:
+                break
+            if step % 10 == 0:
+                bar.set_postfix(loss=f"{values[-1]:.3f}")
+    except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM inside signals.sigterm_as_interrupt
+        partial = TrainResult(cfg, pd.DataFrame(rows), "interrupted", learner, data, optimizer_impl(opt))
+        raise TrainInterrupted(partial) from stop
+    finally:
+        bar.close()
     return TrainResult(cfg, pd.DataFrame(rows), status, learner, data, optimizer_impl(opt))
 
 

@@ -5,8 +5,8 @@ of ``n`` (point ``j`` of the grid's fixed order belongs to shard ``j % n``), in-
 in ``N`` spawned worker processes (one GPU each through ``CUDA_VISIBLE_DEVICES`` when the
 device is CUDA, one CPU thread each otherwise). A rerun skips the point ids already in the
 store, so a sweep killed at any moment (Ctrl-C, SIGKILL, a lost node) resumes without
-losing or duplicating a run. Ctrl-C stops a sweep at once, workers included; a sweep killed
-outright takes its workers with it (each exits when its parent is gone).
+losing or duplicating a run. Ctrl-C or SIGTERM stops a sweep at once, workers included; a
+sweep killed outright (SIGKILL) takes its workers with it (each exits when its parent is gone).
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import torch
 from tqdm import std as tqdm_std
 from tqdm.auto import tqdm
 
-from .. import cost, train
+from .. import cost, signals, train
 from .grid import Grid
 from .store import OPTIONAL_RECORD_COLUMNS, RECORD_COLUMNS, finished_ids, open_store, write_point
 
@@ -94,7 +94,7 @@ def _init_worker(gpu_ids, device: str, threads: int, parent_pid: int) -> None:
 
 
 class SweepInterrupted(KeyboardInterrupt):
-    """Ctrl-C during :func:`run_sweep`; the message says how many points are saved."""
+    """Ctrl-C or SIGTERM during :func:`run_sweep`; the message says how many points are saved."""
 
 
 # ------------------------------------------------------------------------- the sweep
@@ -111,6 +111,7 @@ class SweepReport:
                 f"{len(self.diverged)} diverged, {len(self.failed)} failed")
 
 
+@signals.sigterm_as_interrupt()  # SIGTERM takes the Ctrl-C path: workers stopped, saved points kept
 def run_sweep(grid: Grid, root: str | os.PathLike, *, workers: int = 1, shard: tuple[int, int] = (0, 1),
               device: str = "cpu", data_dir: str | None = None, progress: bool = True,
               threads: int | None = None) -> SweepReport:
@@ -118,7 +119,7 @@ def run_sweep(grid: Grid, root: str | os.PathLike, *, workers: int = 1, shard: t
 
     ``workers <= 1`` runs in this process; more spawn that many worker processes. A run
     that diverges is recorded (status ``diverged``); one that raises is listed in
-    ``report.failed`` and retried by the next call. Ctrl-C stops at once (workers are
+    ``report.failed`` and retried by the next call. Ctrl-C or SIGTERM stops at once (workers are
     terminated, the points they were running are lost and rerun next time) and raises
     :class:`SweepInterrupted` saying how many points are saved; saved points stay saved.
     Workers exit by themselves when this process is killed. ``threads``: torch CPU threads

@@ -1,0 +1,222 @@
+"""What each ``paper-repro`` subcommand does, once :mod:`paper_repro.cli` has parsed its options.
+
+Every ``run_*`` function takes the parsed ``argparse.Namespace`` and returns the exit status.
+This module imports torch and the training code; :mod:`paper_repro.cli` loads it only when
+a command runs, so ``paper-repro --help`` stays fast. Bad input raises ``ValueError`` (the
+CLI prints it as one line, exit status 2). Ctrl-C and SIGTERM (see :mod:`paper_repro.signals`)
+save what is finished and return 130 / 143.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from . import bench, notebooks, settings, signals, train
+from .distributed import bench as pipeline_bench
+from .distributed.launch import PipelineError
+from .distributed.options import configs_from_args
+from .distributed.report import format_table, format_targets, median_records, targets, to_frame
+from .distributed.run import write_json
+from .sweep import Grid, SweepInterrupted, cost_line, parse_shard, run_sweep
+
+# file extension -> (what it is, the modules of which at least one must be importable)
+OUTPUT_FORMATS = {".csv": ("CSV", ()), ".json": ("JSON, a list of rows", ()),
+                  ".parquet": ("Parquet", ("pyarrow", "fastparquet"))}
+
+
+# ------------------------------------------------------------------------ output files
+def check_output(path: str, option: str = "--out") -> None:
+    """Fail now, not after hours of training, when ``path`` has an extension with no writer
+    here (or whose library is not installed) or cannot be written."""
+    out = Path(path)
+    if out.is_dir():
+        raise ValueError(f"{option} {path!r} is a directory; give a file name such as {str(out / 'records.csv')!r}")
+    ext = out.suffix.lower()
+    if ext not in OUTPUT_FORMATS:
+        raise ValueError(f"{option} {path!r}: unknown output format {ext or '(no extension)'!r}; valid: "
+                         + ", ".join(f"{e} ({what})" for e, (what, _) in OUTPUT_FORMATS.items()))
+    what, needs = OUTPUT_FORMATS[ext]
+    if needs and not any(importlib.util.find_spec(m) for m in needs):
+        raise ValueError(f"{option} {path!r}: writing {what} needs {' or '.join(needs)}, and neither is "
+                         f"installed (pip install {needs[0]}); or write .csv or .json")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        probe = out.with_name(out.name + ".tmp")
+        probe.touch()
+        probe.unlink()
+    except OSError as err:
+        raise ValueError(f"cannot write {option} {path!r}: {err.strerror or err}") from None
+
+
+def write_table(frame: pd.DataFrame, path: str) -> Path:
+    """Write ``frame`` in the format of ``path``'s extension (see :data:`OUTPUT_FORMATS`),
+    atomically: to a temporary file next to it, then renamed, so a reader never sees half a file."""
+    check_output(path)
+    out = Path(path)
+    tmp = out.with_name(out.name + ".tmp")
+    ext = out.suffix.lower()
+    if ext == ".csv":
+        frame.to_csv(tmp, index=False)
+    elif ext == ".json":
+        frame.to_json(tmp, orient="records", indent=1)
+    else:
+        frame.to_parquet(tmp, index=False)
+    tmp.replace(out)
+    return out
+
+
+# ---------------------------------------------------------------------------------- train
+def check_batch_fits(batch_size: int, data) -> None:
+    """A batch larger than the training split would repeat examples within a step: refused."""
+    n = data.num_examples("train")
+    if batch_size > n:
+        unit = "window start positions" if data.kind == "text" else "examples"
+        raise ValueError(f"--batch-size {batch_size} is larger than the training split of {data.name!r} "
+                         f"({n:,} {unit}); use at most {n}")
+
+
+def _records_table(result: train.TrainResult) -> pd.DataFrame:
+    cfg = result.config
+    return result.records.assign(method=cfg.method, model=cfg.model, dataset=cfg.dataset, status=result.status)
+
+
+def run_train(args) -> int:
+    if args.out:
+        check_output(args.out)
+    cfg = train.TrainConfig(model=args.model, method=args.method, dataset=args.dataset, data_dir=args.data_dir,
+                            steps=args.steps, batch_size=args.batch_size, lr=args.lr, optimizer=args.optimizer,
+                            seed=args.seed, eval_every=args.eval_every, device=args.device,
+                            model_kwargs=args.model_kwargs, data_kwargs=args.data_kwargs,
+                            progress=not args.no_progress)
+    cfg.validate()
+    data = train.load_data(cfg)
+    check_batch_fits(cfg.batch_size, data)
+    try:
+        result = train.train(cfg, data=data)
+    except train.TrainInterrupted as stop:
+        done = len(stop.result.records)
+        what = f"{signals.describe(stop)} after {done} of {cfg.steps} steps"
+        if args.out and done:
+            out = write_table(_records_table(stop.result), args.out)
+            print(f"{what}: the records of the {done} finished steps are written to {out}", file=sys.stderr)
+        elif args.out:
+            print(f"{what}: no step finished, nothing written to {args.out}", file=sys.stderr)
+        else:
+            print(f"{what}: no --out given, the records are not saved", file=sys.stderr)
+        return signals.exit_status(stop)
+    summary = result.summary()
+    width = max(map(len, summary))
+    for key, value in summary.items():
+        print(f"{key:<{width}}  {value:.4f}" if isinstance(value, float) else f"{key:<{width}}  {value}")
+    if args.out:
+        print(f"records written to {write_table(_records_table(result), args.out)}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------- sweep
+def run_sweep_command(args) -> int:
+    if (args.study is None) == (args.grid is None):
+        raise ValueError("give exactly one of STUDY (choices: " + ", ".join(settings.COMPUTE_STUDIES)
+                         + ") or --grid FILE")
+    if args.grid is not None:
+        try:
+            grid = Grid.from_dict(json.loads(Path(args.grid).read_text()))
+        except (OSError, json.JSONDecodeError, TypeError) as e:
+            raise ValueError(f"cannot read grid file {args.grid}: {e}") from None
+    else:
+        grid = settings.compute_grid(args.study, args.profile)
+    print(cost_line(grid), file=sys.stderr, flush=True)
+    try:
+        report = run_sweep(grid, Path(args.results) / grid.name, workers=args.workers,
+                           shard=parse_shard(args.shard), device=args.device, data_dir=args.data_dir,
+                           progress=not args.no_progress, threads=args.threads)
+    except SweepInterrupted as stop:
+        print(f"{signals.describe(stop)}: {stop}", file=sys.stderr)
+        return signals.exit_status(stop)
+    print(report)
+    return 1 if report.failed else 0
+
+
+# ---------------------------------------------------------------------------------- bench
+def run_overhead(args) -> int:
+    if not isinstance(args.model_kwargs, dict):
+        raise ValueError(f"--model-kwargs must be a JSON object, got {args.model_kwargs!r}")
+    train.check_device(args.device)
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ValueError(f"--threads must be a positive integer, got {args.threads!r}")
+        torch.set_num_threads(args.threads)
+    try:
+        r = bench.overhead(args.model, args.model_kwargs, args.batch_size, args.steps, args.repeats,
+                           device=args.device, progress=not getattr(args, "no_progress", False))
+    except bench.BenchInterrupted as stop:
+        if stop.partial is not None:
+            print(bench.format_overhead(stop.partial))
+        print(f"{signals.describe(stop)}: {stop}" + ("; the numbers above are from those" if stop.partial else
+                                                    "; nothing measured yet"), file=sys.stderr)
+        return signals.exit_status(stop)
+    except KeyboardInterrupt as stop:  # while building the model or warming up
+        print(f"{signals.describe(stop)} before timing started: nothing measured", file=sys.stderr)
+        return signals.exit_status(stop)
+    print(bench.format_overhead(r))
+    if args.max_ratio is not None and r["ratio"] > args.max_ratio:
+        print(f"ratio {r['ratio']:.3f} is above --max-ratio {args.max_ratio}")
+        return 1
+    return 0
+
+
+def run_pipeline_command(args) -> int:
+    configs = configs_from_args(args)
+    if args.comm_only:
+        records = pipeline_bench.comm_only(configs)
+    else:
+        try:
+            records = pipeline_bench.run_pipeline(configs, timeout=args.launch_timeout,
+                                                  progress=not args.no_progress, keep_logs=True)
+        except PipelineError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt as stop:  # the launcher has stopped every stage process
+            print(f"{signals.describe(stop)}: every stage process is stopped; a pipeline run reports "
+                  "only when all its runs finish, so nothing is saved", file=sys.stderr)
+            return signals.exit_status(stop)
+    if args.repeats > 1 and not args.comm_only:
+        records = median_records(records)
+    print(format_table(records))
+    if len({r["schedule"] for r in records}) > 1 and not args.comm_only:
+        print()
+        print(format_targets(targets(records)))
+    if args.json:
+        write_json(records, args.json)
+        csv = Path(args.json).with_suffix(".csv")
+        to_frame(records).to_csv(csv, index=False)
+        print(f"results written to {args.json} and {csv} (one row per run and stage)")
+    return 0
+
+
+# ------------------------------------------------------------------------------ notebooks
+def _print_notebook_summary(results) -> None:
+    for name, seconds, status in results:
+        print(f"{name:<40} {seconds:8.1f} s  {status}")
+
+
+def run_notebooks_command(args) -> int:
+    try:
+        results = notebooks.run_notebooks(profile=args.profile, only=args.only, out_dir=args.out,
+                                          figures_dir=args.figures, timeout=args.timeout,
+                                          notebooks_dir=args.notebooks_dir)
+    except notebooks.NotebooksInterrupted as stop:
+        _print_notebook_summary(stop.results)
+        print(f"{signals.describe(stop)}: {stop}", file=sys.stderr)
+        return signals.exit_status(stop)
+    except RuntimeError as e:
+        _print_notebook_summary(getattr(e, "results", []))
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    _print_notebook_summary(results)
+    return 0

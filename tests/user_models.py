@@ -1,0 +1,26 @@
+"""Models defined outside the package, as a user would write them: the tests name them as
+``user_models:small_cnn`` (this folder is put on PYTHONPATH for the pipeline's processes)."""
+import torch.nn as nn
+
+from paper_repro.blocknet import BlockNet
+
+
+def small_cnn(width: int = 4, in_channels: int = 3) -> nn.Sequential:
+    """Three conv blocks; the default heads (average pool + linear) are added by the package."""
+    return nn.Sequential(
+        nn.Sequential(nn.Conv2d(in_channels, width, 3, padding=1), nn.ReLU()),
+        nn.Sequential(nn.Conv2d(width, 2 * width, 3, stride=2, padding=1), nn.ReLU()),
+        nn.Sequential(nn.Conv2d(2 * width, 2 * width, 3, padding=1), nn.ReLU()),
+    )
+
+
+def small_mlp_net(width: int = 16, in_dim: int = 3 * 6 * 6, num_classes: int = 10) -> BlockNet:
+    """A BlockNet with its own heads."""
+    blocks = [nn.Sequential(nn.Flatten(), nn.Linear(in_dim, width), nn.Tanh()),
+              nn.Sequential(nn.Linear(width, width), nn.Tanh()),
+              nn.Sequential(nn.Linear(width, width), nn.Tanh())]
+    return BlockNet(blocks, lambda i: nn.Linear(width, num_classes), name="small_mlp_net")
+
+
+def not_a_model() -> int:
+    return 3
