@@ -13,6 +13,7 @@ import torch
 
 from .. import methods
 from ..config import OPTIMIZERS, DataParts, ModelParts, OptimParts, check_positive_int  # noqa: F401
+from ..factory import check_factory, is_factory_name
 
 # pipelined backprop with one stage per process, and with two ("virtual") stages per process
 SINGLE_STAGE = ("gpipe", "1f1b", "1f1b-recompute")
@@ -98,7 +99,10 @@ class PipelineConfig(ModelParts, DataParts, OptimParts):
             raise ValueError(f"unknown schedule {self.schedule!r}; valid: {', '.join(SCHEDULES)}")
         if self.model is None:
             raise ValueError("model must be named for a pipeline run, got None")
-        self.validate_model()
+        if is_factory_name(self.model):  # a user's model: package.module:function
+            check_factory(self.model, self.model_kwargs)
+        else:
+            self.validate_model()
         self.validate_data(extra=("synthetic",))
         self.validate_model_fits_data(self.model)
         self.validate_optim()

@@ -1,5 +1,10 @@
 """What a pipeline run trains on: the data (or synthetic inputs of the configured shape),
-the micro-batch stream of stage 0, the learner every process builds, and the labels' shape."""
+the micro-batch stream of stage 0, the learner every process builds, and the labels' shape.
+
+The model is a built-in name or a user's factory ``package.module:function``
+(:mod:`paper_repro.factory`); synthetic inputs are token windows for the built-in
+Transformer and images (``channels`` x ``image_size`` x ``image_size``) for every other
+model, a user's included (give a text data set for a user's token model)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -7,6 +12,7 @@ from types import SimpleNamespace
 import torch
 
 from .. import build, methods
+from ..factory import build_from_factory, is_factory_name
 from .config import DTYPES, PipelineConfig
 
 
@@ -24,9 +30,15 @@ def data_spec(cfg: PipelineConfig):
 
 def build_learner(cfg: PipelineConfig, spec=None) -> methods.Learner:
     """The full learner of ``cfg.local_method``, seeded with ``cfg.seed`` (every process builds
-    the same one, then keeps its own modules)."""
+    the same one, then keeps its own modules); a factory's model is built by calling it."""
     spec = spec if spec is not None else data_spec(cfg)[1]
-    return build.build_learner(cfg, spec, cfg.local_method, cfg.seed).to(DTYPES[cfg.dtype])
+    if not is_factory_name(cfg.model):
+        return build.build_learner(cfg, spec, cfg.local_method, cfg.seed).to(DTYPES[cfg.dtype])
+    torch.manual_seed(cfg.seed)  # as build.build_learner: the same weights in every process
+    example = (torch.zeros(2, spec.seq_len, dtype=torch.long) if spec.kind == "text"
+               else torch.zeros(2, *spec.input_shape))
+    net = build_from_factory(cfg.model, cfg.model_kwargs, spec.num_classes, example)
+    return methods.build(net, cfg.local_method).to(DTYPES[cfg.dtype])
 
 
 def synthetic_batches(cfg: PipelineConfig, spec, generator: torch.Generator):

@@ -6,7 +6,8 @@ variables, shows a progress bar, and watches the processes. When one exits with 
 killed, it records which stage failed in the store (unless the stage already did so itself),
 the others stop within a second and name it, and :func:`launch` raises :class:`PipelineError`
 naming the failed stage. Anything still running ``grace`` seconds after a failure, or after
-``timeout``, is killed.
+``timeout``, is killed. Ctrl-C or SIGTERM to the launcher kills every stage process at once
+and re-raises (as ``KeyboardInterrupt``, see :mod:`paper_repro.signals`).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from pathlib import Path
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
+from .. import signals
 from .comm import ABORT_KEY, EXIT_PEER_FAILED, report_failure
 from .config import PipelineConfig
 
@@ -45,6 +47,7 @@ def _describe_exit(code: int) -> str:
     return f"exited with status {code}"
 
 
+@signals.sigterm_as_interrupt()  # SIGTERM takes the Ctrl-C path: the finally below kills every stage
 def launch(configs: list[PipelineConfig], *, timeout: float | None = None, grace: float = 60.0,
            progress: bool = True, keep_logs: bool = False, report_exits: bool = True) -> list[dict]:
     """Run ``configs`` (same ``stages``, ``dp`` and ``device``) in ``stages * dp`` local processes; returns
@@ -84,6 +87,12 @@ def launch(configs: list[PipelineConfig], *, timeout: float | None = None, grace
                                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
         codes = _watch(procs, store, sum(c.total_micro_batches for c in configs), timeout, grace, progress,
                        report_exits)
+    except KeyboardInterrupt:
+        _kill(procs)
+        for p in procs:
+            p.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
     finally:
         for p in procs:
             if p.poll() is None:
