@@ -11,6 +11,8 @@ parameter's ``.grad`` exactly that parameter's local update:
                    it, so an inner block receives the sum of the two windows' gradients.
 * ``chunked-K``    K contiguous chunks whose sizes differ by at most one (the first
                    ``n % K`` chunks get the extra block); backprop inside a chunk.
+* ``chunked@A,B``  the same with chunks chosen by their first blocks: here ``[0, A)``,
+                   ``[A, B)``, ``[B, n)`` (e.g. the cut that balances measured time).
 
 Every module's input is detached (stop-gradient), so no gradient crosses a module
 boundary. The module that ends at the last block uses ``net.head``; the others use
@@ -35,16 +37,32 @@ from .models import BlockNet
 METHODS = ("backprop", "greedy", "overlapping", "chunked-K")
 
 
+def chunk_starts(spec: str) -> list[int] | None:
+    """``"chunked@3,5"`` -> ``[3, 5]`` (the first blocks of chunks 1..K-1); None for any other spec."""
+    match = re.fullmatch(r"chunked@(\d+(?:,\d+)*)", spec) if isinstance(spec, str) else None
+    if match is None:
+        return None
+    starts = [int(v) for v in match.group(1).split(",")]
+    if starts[0] < 1 or starts != sorted(set(starts)):
+        raise ValueError(f"{spec}: the chunks' first blocks must be increasing and at least 1, got {starts}")
+    return starts
+
+
 def parse_spec(spec: str) -> tuple[str, int | None]:
-    """``"chunked-3"`` -> ``("chunked", 3)``, ``"greedy"`` -> ``("greedy", None)``.
+    """``"chunked-3"`` -> ``("chunked", 3)``, ``"chunked@2,5"`` -> ``("chunked", 3)``,
+    ``"greedy"`` -> ``("greedy", None)``.
 
     Checks the syntax only (and ``K >= 1``); whether K fits a net is :func:`module_blocks`'s job."""
     if spec in ("backprop", "greedy", "overlapping"):
         return spec, None
+    starts = chunk_starts(spec)
+    if starts is not None:
+        return "chunked", len(starts) + 1
     match = re.fullmatch(r"chunked-(-?\d+)", spec) if isinstance(spec, str) else None
     if match is None:
         raise ValueError(f"unknown method {spec!r}; valid: backprop, greedy, overlapping, chunked-K "
-                         f"(K a positive integer, at most the number of blocks)")
+                         f"(K a positive integer, at most the number of blocks), chunked@A,B,... "
+                         f"(the first blocks of chunks 2..K)")
     k = int(match.group(1))
     if k < 1:
         raise ValueError(f"{spec}: K must be between 1 and the number of blocks, got {k}")
@@ -62,6 +80,13 @@ def module_blocks(spec: str, n_blocks: int) -> list[list[int]]:
         if n_blocks < 2:
             raise ValueError(f"method 'overlapping' needs at least 2 blocks, the net has {n_blocks}")
         return [[k, k + 1] for k in range(n_blocks - 1)]
+    starts = chunk_starts(spec)
+    if starts is not None:
+        if starts[-1] >= n_blocks:
+            raise ValueError(f"{spec}: a chunk starts at block {starts[-1]}, but the net has {n_blocks} blocks "
+                             f"(0..{n_blocks - 1})")
+        bounds = [0, *starts, n_blocks]
+        return [list(range(bounds[i], bounds[i + 1])) for i in range(len(bounds) - 1)]
     if not 1 <= k <= n_blocks:
         raise ValueError(f"{spec}: K must be between 1 and the number of blocks ({n_blocks}), got {k}")
     sizes = [n_blocks // k + (1 if i < n_blocks % k else 0) for i in range(k)]

@@ -38,7 +38,7 @@ def _configs(stages, tmp):
                             **MODELS[model], **SMALL)
              for i, (model, method, every) in enumerate(LOCAL_RUNS[stages])]
     # the baselines: same stage cut as chunked-S, SGD so that "equals backprop" can be checked closely
-    base = [PipelineConfig(schedule=s, stages=stages, optimizer="sgd", lr=0.1, save_params=str(tmp / s),
+    base = [PipelineConfig(schedule=s, stages=stages, optimizer="sgd", lr=0.1, save_params=str(tmp / s), balance="flops",
                            **MODELS["mlp"], **{**SMALL, "micro_batches": 4}) for s in BASELINES]
     local_m = [PipelineConfig(save_params=str(tmp / "local_m"), **LOCAL_M)]
     return local + (base + local_m if stages == 2 else base[:1])
@@ -177,8 +177,14 @@ def test_baselines_compute_backprop_and_send_gradients_back(launched):
             expected = steps * grads * 2 * (stages - 1) / (cfg.micro_batch * cfg.micro_batches * steps)
             assert record["comm_bytes_per_sample"] == {"forward": 0, "backward": expected}
             continue
-        if record["block_split"] is not None:
-            assert record["comm_bytes_per_sample"]["backward"] > 0  # gradients go back across processes
+        if record["block_split"] is not None:  # the boundaries between processes of the four stages
+            _, spec = data_spec(cfg)
+            crossing = [b["after_block"] for b in record["boundaries"]]
+            acts, _ = boundary_bytes(cfg, build_learner(cfg, spec), spec, crossing, with_labels=False)
+            assert record["comm_bytes_per_sample"]["backward"] == acts > 0
+            assert record["comm_bytes_detail_per_sample"]["forward_activations"] == acts
+            assert record["comm_bytes_per_sample"] == {k: record["comm_bytes_predicted_per_sample"][k]
+                                                       for k in ("forward", "backward")}
             continue
         _, spec = data_spec(cfg)
         send_blocks = _stage_states(tmp / cfg.schedule, stages)[0]["plan"]["send_blocks"]

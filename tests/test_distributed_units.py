@@ -229,3 +229,26 @@ def test_multi_stage_schedules_need_enough_micro_batches_and_blocks():
                          stages=2, micro_batches=4)
     with pytest.raises(ValueError, match="cannot cut the 3 blocks of model 'mlp' into 4 pipeline stages"):
         run.prepare(cfg)
+
+
+def test_the_default_local_method_is_one_chunk_per_stage_cut_by_measured_time(monkeypatch):
+    """Without a method the local pipeline trains chunked@A: one chunk per stage, the chunks cut
+    where the measured (here hand-made) block times balance; --balance flops keeps chunked-S."""
+    cfg = PipelineConfig(model="mlp", model_kwargs={"depth": 4, "width": 16}, image_size=4, stages=2)
+    made = {"compute": [1.0, 1.0, 1.0, 5.0], "head": [0.25] * 4, "send": [0.0] * 4}
+    monkeypatch.setattr(timing, "module_times", lambda learner, spec, c, reps=3: made)
+    _, _, learner, _, plan = run.prepare(cfg)
+    # blocks cost 0.75 each but the last (5); a chunk ending at block i < 3 pays its head (0.25)
+    assert cfg.method == "chunked@3" and learner.module_blocks == [[0, 1, 2], [3]]
+    assert plan.modules == [[0], [1]] and plan.blocks == [[0, 1, 2], [3]]
+    flops = PipelineConfig(**{**cfg.to_dict(), "method": None, "balance": "flops"})
+    assert run.prepare(flops)[2].module_blocks == [[0, 1], [2, 3]] and flops.local_method == "chunked-2"
+
+
+def test_chunks_chosen_by_their_first_blocks():
+    assert methods.module_blocks("chunked@3,5", 8) == [[0, 1, 2], [3, 4], [5, 6, 7]]
+    assert methods.parse_spec("chunked@3") == ("chunked", 2)
+    for bad, match in (("chunked@0,3", "increasing and at least 1"), ("chunked@3,3", "increasing"),
+                       ("chunked@9", "starts at block 9, but the net has 8 blocks")):
+        with pytest.raises(ValueError, match=match):
+            methods.module_blocks(bad, 8)

@@ -36,29 +36,12 @@ from .inputs import label_info
 from .local import maybe_fail, timing
 from .memory import SavedTensorMeter, peak_memory, saved_bytes_of, state_bytes
 from .replicas import Placement, average_gradients
+from .split import stage_blocks, stage_indices
 
 LABEL_TAG = 100  # labels travel on their own tag, apart from the pipelining engine's messages
 SCHEDULE_CLASSES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved-1f1b": ScheduleInterleaved1F1B,
                     "interleaved-zb": ScheduleInterleavedZeroBubble, "zbv": ScheduleZBVZeroBubble,
                     "dualpipev": ScheduleDualPipeV}
-
-
-def stage_indices(schedule: str, stage: int, stages: int) -> list[int]:
-    """The pipeline stages process ``stage`` of ``stages`` holds under ``schedule``."""
-    if schedule not in MULTI_STAGE:
-        return [stage]
-    if schedule.startswith("interleaved"):
-        return [stage, stage + stages]
-    return [stage, 2 * stages - 1 - stage]
-
-
-def stage_blocks(cfg: PipelineConfig, plan, num_blocks: int) -> list[list[int]]:
-    """Blocks of every pipeline stage: the local pipeline's cut (``plan``) with one stage per
-    process, ``cfg.block_split`` with two."""
-    if cfg.schedule not in MULTI_STAGE:
-        return plan.blocks
-    bounds = [0, *cfg.block_split, num_blocks]
-    return [list(range(bounds[v], bounds[v + 1])) for v in range(len(bounds) - 1)]
 
 
 class StageModule(nn.Module):

@@ -18,7 +18,7 @@ from .launch import launch
 from .run import prepare
 from .config import MULTI_STAGE, PipelineConfig
 from .inputs import label_info
-from .split import boundary_records
+from .split import boundary_records, stage_boundaries
 from .timing import predicted_comm
 
 
@@ -29,23 +29,24 @@ def run_pipeline(configs: PipelineConfig | list[PipelineConfig], *, timeout: flo
     The stage plan of every config is made here first, so bad settings (e.g. overlapping
     windows across stages) raise ValueError before any process starts, and a measured
     (time-balanced) cut is measured once, in this process, and handed to every process as an
-    explicit ``split`` / ``block_split`` (the record's ``balance`` still says how it was found)."""
+    explicit ``method`` / ``split`` / ``block_split`` (the record's ``balance`` still says how
+    it was found)."""
     configs = [configs] if isinstance(configs, PipelineConfig) else list(configs)
     cuts: dict[tuple, tuple] = {}
     resolved = []
     for cfg in configs:
         cfg.validate()
         multi = cfg.schedule in MULTI_STAGE
-        key = (cfg.model, str(cfg.model_kwargs), cfg.local_method, cfg.stages, cfg.dp, str(cfg.split), cfg.balance,
+        key = (cfg.model, str(cfg.model_kwargs), cfg.method, cfg.stages, cfg.dp, str(cfg.split), cfg.balance,
                cfg.dtype, cfg.image_size, cfg.dataset, cfg.micro_batch, cfg.update_every, cfg.optimizer,
                str(cfg.block_split), multi and cfg.micro_batches, multi)
         if key not in cuts:
             probe = dataclasses.replace(cfg)
             plan = prepare(probe)[4]
-            cuts[key] = ([mods[0] for mods in plan.modules[1:]], probe.block_split)
+            cuts[key] = (probe.method, [mods[0] for mods in plan.modules[1:]], probe.block_split)
         # measured cuts are fixed here, once, so that every process and every repeat uses the same one
-        split, blocks = cuts[key]
-        resolved.append(dataclasses.replace(cfg, split=split, block_split=blocks))
+        method, split, blocks = cuts[key]
+        resolved.append(dataclasses.replace(cfg, method=method, split=split, block_split=blocks))
     return launch(resolved, timeout=timeout, progress=progress, **launch_kwargs)
 
 
@@ -58,12 +59,14 @@ def comm_only(configs: PipelineConfig | list[PipelineConfig]) -> list[dict]:
     for cfg in configs:
         cfg.validate()
         key = (cfg.model, str(cfg.model_kwargs), cfg.local_method, cfg.stages, str(cfg.split), cfg.dtype,
-               cfg.image_size)
-        if key not in cache:
-            _, spec, learner, infos, plan = prepare(cfg)
+               cfg.image_size, cfg.schedule in MULTI_STAGE)
+        if key not in cache:  # no training here, so no timing: the cut balances FLOPs
+            probe = dataclasses.replace(cfg, balance="flops")
+            _, spec, learner, infos, plan = prepare(probe)
             grad_bytes = sum(p.numel() * p.element_size() for p in learner.net.parameters())
-            cache[key] = (spec, infos, plan, grad_bytes)
-        spec, infos, plan, grad_bytes = cache[key]
+            cache[key] = (spec, infos, plan, grad_bytes, probe.block_split)
+        spec, infos, plan, grad_bytes, block_split = cache[key]
+        cfg = dataclasses.replace(cfg, block_split=block_split)
         pred = predicted_comm(cfg, plan, infos, spec, grad_bytes)
         B, M = cfg.micro_batch, cfg.micro_batches
         lshape, ldtype = label_info(spec)
@@ -79,7 +82,8 @@ def comm_only(configs: PipelineConfig | list[PipelineConfig]) -> list[dict]:
             "comm_bytes_per_step": {"forward": pred["forward"] * B * M, "backward": pred["backward"] * B * M},
             "comm_bytes_predicted_per_boundary": pred["per_boundary"],
             "split": plan.to_dict(),
-            "boundaries": boundary_records(plan, infos, B),
+            "boundaries": boundary_records(plan, infos, B, stage_boundaries(cfg, plan, len(infos))),
+            "block_split": block_split,
             "labels": {"shape": [B, *lshape], "dtype": str(ldtype).replace("torch.", "")},
             "param_bytes": grad_bytes,
         })

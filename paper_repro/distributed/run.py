@@ -22,7 +22,7 @@ import torch.distributed as dist
 
 from ..hardware import hardware_label
 from . import comm
-from .baselines import run_pipelined_backprop, stage_blocks, stage_indices
+from .baselines import run_pipelined_backprop
 from .config import DTYPES, MULTI_STAGE, PipelineConfig
 from .ddp import run_ddp
 from .inputs import build_learner, data_spec, label_info, micro_batches
@@ -30,8 +30,9 @@ from .local import keep_only, run_local
 from .options import add_arguments, configs_from_args
 from .replicas import Placement, place
 from .report import format_table
-from .split import boundary_info, boundary_records, plan_stages
-from .timing import block_split, predicted_comm, time_split
+from .split import (balanced_split, boundary_info, boundary_records, plan_stages, stage_blocks,
+                    stage_boundaries, stage_indices)
+from .timing import block_split, chunk_split, predicted_comm, time_split
 
 
 # ------------------------------------------------------------------------------ one run
@@ -49,19 +50,30 @@ def _measured(ctx: comm.Context | None, key: str, measure) -> list[int]:
 def prepare(cfg: PipelineConfig, ctx: comm.Context | None = None, key: str = "split"):
     """(data set, spec, learner, block infos, plan) for ``cfg``: the same in every process.
 
-    With ``balance="time"`` and no explicit split, the cut comes from timing the modules
-    (:func:`.timing.time_split`); a two-stages-per-process schedule without ``block_split``
+    With ``balance="time"`` and no explicit split, the cut comes from timing: without a
+    ``method``, the local method becomes ``chunked@...``, one chunk per stage cut by measured
+    time (:func:`.timing.chunk_split`, stored into ``cfg.method``); a method with more modules
+    than stages is cut by timing its modules (:func:`.timing.time_split`). A
+    two-stages-per-process schedule without ``block_split``
     also times the blocks (:func:`.timing.block_split`, stored into ``cfg.block_split``). In a
     pipeline (``ctx`` given) rank 0 measures and shares the result through the store under
     ``key``, so every process plans the same cut."""
     ds, spec = data_spec(cfg)
+    if cfg.method is None and cfg.split is None and cfg.balance == "time" and cfg.stages > 1:
+        starts = _measured(ctx, key + "/chunks", lambda: chunk_split(cfg, spec))
+        cfg.method = "chunked@" + ",".join(str(b) for b in starts)
     learner = build_learner(cfg, spec)
     infos = boundary_info(learner, spec, DTYPES[cfg.dtype])
     split = cfg.split
-    if split is None and cfg.balance == "time":
+    if split is None and cfg.balance == "time" and cfg.stages < learner.num_modules:
         split = _measured(ctx, key, lambda: time_split(learner, spec, cfg))
     if cfg.schedule in MULTI_STAGE and cfg.block_split is None:
-        cfg.block_split = _measured(ctx, key + "/blocks", lambda: block_split(learner, spec, cfg, 2 * cfg.stages))
+        if cfg.balance == "time":
+            cfg.block_split = _measured(ctx, key + "/blocks", lambda: block_split(learner, spec, cfg, 2 * cfg.stages))
+        else:
+            flops = [info.flops for info in infos]
+            flops[-1] += infos[-1].head_flops  # the net's own head
+            cfg.block_split = balanced_split(flops, 2 * cfg.stages)
     plan = plan_stages(learner, cfg.stages, split, infos)
     return ds, spec, learner, infos, plan
 
@@ -150,7 +162,7 @@ def summarize(cfg: PipelineConfig, plan, infos, spec, per_stage: list[dict], gra
         "split": plan.to_dict(), "balance": cfg.balance,
         "block_split": cfg.block_split,
         "optimizer_impl": sorted({st["optimizer_impl"] for st in per_stage}),
-        "boundaries": boundary_records(plan, infos, B),
+        "boundaries": boundary_records(plan, infos, B, stage_boundaries(cfg, plan, len(infos))),
         "labels": {"shape": [B, *lshape], "dtype": str(ldtype).replace("torch.", "")},
         "dtype": cfg.dtype, "device": device.type, "hardware": hardware_label(str(device)),
         "threads_per_process": torch.get_num_threads(),

@@ -19,6 +19,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from .. import methods
+from .config import MULTI_STAGE, PipelineConfig
 
 
 @dataclass
@@ -155,8 +156,40 @@ def plan_stages(learner: methods.Learner, stages: int, split: list[int] | None =
     return StagePlan(modules, blocks, send_blocks)
 
 
-def boundary_records(plan: StagePlan, infos: list[BlockInfo], micro_batch: int) -> list[dict]:
-    """The tensors at the stage boundaries, for one micro-batch: block, shape, dtype, bytes."""
+def stage_indices(schedule: str, stage: int, stages: int) -> list[int]:
+    """The pipeline stages process ``stage`` of ``stages`` holds under ``schedule``."""
+    if schedule not in MULTI_STAGE:
+        return [stage]
+    if schedule.startswith("interleaved"):
+        return [stage, stage + stages]
+    return [stage, 2 * stages - 1 - stage]
+
+
+def stage_blocks(cfg: PipelineConfig, plan, num_blocks: int) -> list[list[int]]:
+    """Blocks of every pipeline stage: the local pipeline's cut (``plan``) with one stage per
+    process, ``cfg.block_split`` with two."""
+    if cfg.schedule not in MULTI_STAGE:
+        return plan.blocks
+    bounds = [0, *cfg.block_split, num_blocks]
+    return [list(range(bounds[v], bounds[v + 1])) for v in range(len(bounds) - 1)]
+
+
+def stage_boundaries(cfg: PipelineConfig, plan: StagePlan, num_blocks: int) -> list[int]:
+    """The blocks whose outputs cross from one process to another under ``cfg.schedule``, in
+    pipeline order (with two stages per process, a boundary between two stages of the same
+    process moves nothing)."""
+    if cfg.schedule not in MULTI_STAGE:
+        return list(plan.send_blocks)
+    S = cfg.stages
+    rank_of = {v: r for r in range(S) for v in stage_indices(cfg.schedule, r, S)}
+    blocks = stage_blocks(cfg, plan, num_blocks)
+    return [blocks[v][-1] for v in range(2 * S - 1) if rank_of[v] != rank_of[v + 1]]
+
+
+def boundary_records(plan: StagePlan, infos: list[BlockInfo], micro_batch: int,
+                     blocks: list[int] | None = None) -> list[dict]:
+    """The tensors at the stage boundaries (``plan.send_blocks``, or the outputs of ``blocks``),
+    for one micro-batch: block, shape, dtype, bytes."""
     return [{"after_block": b, "shape": [micro_batch, *infos[b].shape],
              "dtype": str(infos[b].dtype).replace("torch.", ""), "bytes": micro_batch * infos[b].bytes}
-            for b in plan.send_blocks]
+            for b in (plan.send_blocks if blocks is None else blocks)]

@@ -3,6 +3,7 @@ micro-batch (for the time-balanced cut) and the bytes each schedule sends across
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import os
 import socket
@@ -14,8 +15,8 @@ import torch
 from .. import methods
 from ..build import make_optimizer
 from .config import PIPELINED_BACKPROP, PipelineConfig
-from .inputs import label_info, synthetic_batches
-from .split import BlockInfo, StagePlan, balanced_split, itemsize
+from .inputs import build_learner, label_info, synthetic_batches
+from .split import BlockInfo, StagePlan, balanced_split, itemsize, stage_boundaries
 
 
 def stage_threads(cfg: PipelineConfig) -> int:
@@ -59,16 +60,19 @@ def module_times(learner: methods.Learner, spec, cfg: PipelineConfig, reps: int 
     (``cfg.optimizer``, the implementation :func:`paper_repro.build.make_optimizer` picks)
     divided by ``cfg.update_every`` (a stage steps once per that many micro-batches);
     ``send``: pushing the module's output (and the labels) to the next process, paid only by
-    a module that ends a stage."""
+    a module that ends a stage; ``head``: the part of ``compute`` spent in the module's head
+    and loss (forward + backward)."""
     work = copy.deepcopy(learner)
     x, y = next(synthetic_batches(cfg, spec, torch.Generator().manual_seed(cfg.seed)))
     with torch.no_grad():
         runs = list(work.run_modules(x, y))
     threads = torch.get_num_threads()
     torch.set_num_threads(stage_threads(cfg))
-    compute, send = [], []
+    compute, send, head = [], [], []
     try:
         for m in range(work.num_modules):
+            out = runs[m].outputs[work.module_blocks[m][-1]]
+            head.append(_head_seconds(work, m, out, y, reps))
             opt = make_optimizer(cfg, work.module_parameters(m))
             best_fb = best_opt = float("inf")
             for r in range(reps + 1):
@@ -82,11 +86,23 @@ def module_times(learner: methods.Learner, spec, cfg: PipelineConfig, reps: int 
                 if r:
                     best_fb, best_opt = min(best_fb, t1 - t0), min(best_opt, t2 - t1)
             compute.append(best_fb + best_opt / cfg.update_every)
-            out = runs[m].outputs[work.module_blocks[m][-1]]
             send.append(send_seconds(out) + send_seconds(y) if m < work.num_modules - 1 else 0.0)
     finally:
         torch.set_num_threads(threads)
-    return {"compute": compute, "send": send}
+    work.zero_grad(set_to_none=True)
+    return {"compute": compute, "send": send, "head": head}
+
+
+def _head_seconds(learner: methods.Learner, m: int, out: torch.Tensor, y: torch.Tensor, reps: int) -> float:
+    """Forward + backward of module ``m``'s head and loss on its (detached) block output."""
+    best = float("inf")
+    for r in range(reps + 1):
+        h = out.detach().requires_grad_(True)
+        t0 = time.perf_counter()
+        learner.net.loss(learner.heads[m](h), y).backward()
+        if r:
+            best = min(best, time.perf_counter() - t0)
+    return best
 
 
 def time_split(learner: methods.Learner, spec, cfg: PipelineConfig) -> list[int]:
@@ -103,15 +119,17 @@ def predicted_comm(cfg: PipelineConfig, plan: StagePlan, infos: list[BlockInfo],
     """Bytes per sample that cross stage boundaries under ``cfg.schedule``, from shapes and dtypes.
 
     local:   every boundary activation forward, with the labels (every stage has a loss).
-    gpipe / 1f1b / 1f1b-recompute: every boundary activation forward and its gradient (same
-             shape and dtype) back; the labels go once, from stage 0 to the last stage.
+    pipelined backprop: every boundary activation forward and its gradient (same shape and
+             dtype) back; the labels go once, from stage 0 to the last stage (with two stages
+             per process the boundaries are those of :func:`.split.stage_boundaries`, and
+             ZBV / DualPipeV hold the first and the last stage on process 0: no labels move).
     ddp:     no activations; each step all-reduces every gradient: a ring all-reduce sends
              2(S-1)/S x the gradient bytes per process, S processes, per step of
              micro_batch x micro_batches samples (``param_bytes`` = gradient bytes of the net).
     """
     lshape, ldtype = label_info(spec)
     label = math.prod(lshape) * itemsize(ldtype)
-    acts = [infos[b].bytes for b in plan.send_blocks]
+    acts = [infos[b].bytes for b in stage_boundaries(cfg, plan, len(infos))]
     S = plan.stages
     per_boundary = []
     if cfg.schedule == "local":
@@ -119,13 +137,33 @@ def predicted_comm(cfg: PipelineConfig, plan: StagePlan, infos: list[BlockInfo],
         fwd_labels = label * len(acts)
     elif cfg.schedule in PIPELINED_BACKPROP:
         per_boundary = [{"forward": a, "backward": a} for a in acts]
-        fwd_labels = label
+        v_shape = cfg.schedule.startswith(("zbv", "dualpipev"))
+        fwd_labels = 0 if v_shape else label
     else:
         samples = cfg.micro_batch * cfg.micro_batches
         return {"forward": 0, "backward": 2 * (S - 1) * param_bytes / samples, "forward_activations": 0,
                 "forward_labels": 0, "per_boundary": []}
     return {"forward": sum(acts) + fwd_labels, "backward": sum(p["backward"] for p in per_boundary),
             "forward_activations": sum(acts), "forward_labels": fwd_labels, "per_boundary": per_boundary}
+
+
+def chunk_split(cfg: PipelineConfig, spec, learner: methods.Learner | None = None) -> list[int]:
+    """First blocks of chunks 1..S-1 for the local pipeline's default method: ``cfg.stages``
+    chunks (one per stage) cut so that the slowest stage is fastest by measured time.
+
+    Each block is timed as a greedy module (block + auxiliary head + optimizer step, and the
+    send of its output); a chunk pays for its blocks, the head on its last block (the net's
+    own head for the last chunk) and, unless it is the last, the send of its output."""
+    greedy = learner if learner is not None else build_learner(dataclasses.replace(cfg, method="greedy"), spec)
+    if greedy.spec != "greedy":
+        raise ValueError(f"chunk_split times a greedy learner, got method {greedy.spec!r}")
+    times = module_times(greedy, spec, cfg)
+    n = greedy.num_modules
+    if cfg.stages > n:
+        raise ValueError(f"stages={cfg.stages} is more than the {n} blocks of model {cfg.model!r}")
+    blocks = [times["compute"][i] - (times["head"][i] if i < n - 1 else 0.0) for i in range(n)]
+    ends = [times["head"][i] + times["send"][i] for i in range(n)]
+    return balanced_split(blocks, cfg.stages, ends)
 
 
 def block_times(learner: methods.Learner, spec, cfg: PipelineConfig, reps: int = 3) -> dict[str, list[float]]:
