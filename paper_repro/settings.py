@@ -224,17 +224,19 @@ _SIMILARITY = {
 
 
 # ---------------------------------------------------------------------- pipeline (04)
-# quick = 2 CPU processes in about a minute; cpu = the README's run
-# (results/pipeline/resnet18w16_cpu2.json); full = ResNet-34 at 224x224 on 4 GPUs.
+# quick = 2 CPU processes in about a minute (the two update rules, 1F1B with and without
+# recomputation, ZBV, DDP); cpu = every schedule, the README's run; full = ResNet-34 at
+# 224x224 on 4 GPUs. Without "schedules": every one (paper_repro.distributed.options.RUN_NAMES).
 _PIPELINE = {
     "quick": dict(model="resnet18", model_kwargs={"width": 8}, image_size=16, stages=2,
-                  micro_batch=[8, 32], micro_batches=8, steps=2, warmup_steps=1, device="cpu"),
+                  micro_batch=[8, 32], micro_batches=8, steps=2, warmup_steps=1, device="cpu",
+                  schedules=("local", "local/M", "1f1b", "1f1b-recompute", "zbv", "ddp")),
     "cpu": dict(model="resnet18", model_kwargs={"width": 16}, image_size=32, stages=2,
                 micro_batch=[8, 16, 32], micro_batches=16, steps=3, warmup_steps=1, device="cpu",
-                repeats=3, local_update_every=(1, 16)),
+                repeats=3),
     "full": dict(model="resnet34", model_kwargs={}, image_size=224, num_classes=1000, stages=4,
                  micro_batch=[4, 8, 16, 32], micro_batches=16, steps=10, warmup_steps=2, device="cuda",
-                 repeats=2, local_update_every=(1, 16)),
+                 repeats=2),
 }
 
 # every study -> its profiles
