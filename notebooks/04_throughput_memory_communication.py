@@ -18,11 +18,19 @@
 # Here the same comparison runs on real processes, one per stage (`torch.distributed`: gloo on
 # CPU, nccl on GPU), on the same stages and devices:
 #
-# * **local**: `paper_repro.distributed`'s local-parallel pipeline (activations forward only, each
-#   stage updates as soon as its own forward/backward is done, no flush);
+# * **local**: `paper_repro.distributed`'s local-parallel pipeline (activations forward only, no
+#   flush); each stage updates as soon as its own forward/backward is done, after every
+#   micro-batch. This is the paper's rule, and the comparison its claim is about;
+# * **local/M**: the same pipeline, each stage accumulating the M micro-batches of a step and
+#   updating once: the same optimizer steps as pipelined backprop, so it compares schedules alone;
 # * **gpipe**, **1f1b**: pipelined backprop with PyTorch's `torch.distributed.pipelining`;
-# * **1f1b-recompute**: 1F1B with `torch.utils.checkpoint` around each stage's module;
+# * **interleaved-1f1b**, **interleaved-zb**, **zbv**, **dualpipev**: its schedules with two
+#   stages per process (Interleaved 1F1B, and the zero-bubble schedules, which fill the pipeline's
+#   idle time with the weight-gradient half of the backward pass);
+# * **...-recompute**: a schedule with `torch.utils.checkpoint` around each stage's module;
 # * **ddp**: data parallelism over the same processes.
+#
+# The cut between stages balances time measured on this machine before the runs.
 #
 # The inputs are **synthetic random tensors** of the right shape (throughput, memory and bytes do
 # not depend on the values). The quick profile is a narrow ResNet-18 (width 8) on 16x16 images
@@ -68,8 +76,9 @@ print(model, "| stages:", settings["stages"], "| micro-batch sizes:", settings["
 # builds its model afresh from the same seed). Each run has `warmup_steps` untimed steps, then
 # `steps` timed steps of `micro_batches` micro-batches. For the local pipeline there is no step
 # boundary, only the same number of micro-batches. `local` steps its optimizers after every
-# micro-batch (the paper's local updates); `local/16` (cpu and full profiles) every 16, as often as
-# the baselines, which separates the schedule's effect from the cost of 16x more optimizer steps.
+# micro-batch (the paper's local updates); `local/M` once per `micro_batches`, as often as
+# pipelined backprop, which separates the schedule's effect from the cost of M times more
+# optimizer steps. The quick profile runs a few schedules; `cpu` and `full` run all of them.
 # With `repeats` > 1 the runs are interleaved and the tables show medians.
 
 # %%
@@ -79,7 +88,9 @@ print(report.format_table(records))
 
 # %% [markdown]
 # ## The targets, measured side by side
-# Ratios from the runs above (same stages, devices, micro-batch size and count). Throughput is
+# Ratios from the runs above (same stages, devices, micro-batch size and count), each against the
+# best schedule of its group (named in brackets): `local` against those without recomputation,
+# `local/M` against all of them. Throughput is
 # measured at the last stage after the warm-up; the busy fraction is the share of a stage's
 # steady-state time spent computing (not waiting for messages). On CPU the memory is the model
 # described in `docs/pipeline.md`: peak bytes saved for backward + parameters + gradients +
@@ -138,7 +149,7 @@ comm = []
 for dtype in ("float32", "float16"):
     comm += bench.comm_only(configs_for(
         dict(model="resnet34", model_kwargs={}, image_size=224, num_classes=1000, stages=4, micro_batch=[8],
-             micro_batches=16, dtype=dtype)))
+             micro_batches=16, dtype=dtype, schedules=("local", "gpipe", "1f1b", "1f1b-recompute", "ddp"))))
 table = report.comm_frame(comm)
 display(table.round(3))
 for rec in (comm[0], comm[5]):  # the boundary tensors in float32 and float16
@@ -156,11 +167,12 @@ display(ratio.round(4))
 # torchrun --nproc-per-node 4 -m paper_repro.distributed.run \
 #     --model resnet34 --image-size 224 --num-classes 1000 --stages 4 --device cuda \
 #     --micro-batch 8 --micro-batches 16 --steps 20 --warmup-steps 2 \
-#     --schedule local,gpipe,1f1b,1f1b-recompute,ddp --json results/pipeline/resnet34_4gpu.json
+#     --schedule all --json results/pipeline/resnet34_4gpu.json
 # ```
 #
 # Rank 0 prints the table and writes the JSON; on CUDA the memory column is
 # `torch.cuda.max_memory_allocated` per stage. Over several nodes add `--nnodes N --node-rank R
-# --rdzv-backend c10d --rdzv-endpoint HOST:PORT`. The same notebook on such a machine:
+# --rdzv-backend c10d --rdzv-endpoint HOST:PORT`, and `--dp D` to run every stage as D replicas
+# that average their gradients (`stages x D` processes; see `docs/pipeline.md`). The same notebook on such a machine:
 # `papermill notebooks/04_throughput_memory_communication.ipynb out.ipynb -p profile full`
 # (it uses the package launcher, one process per local GPU).
