@@ -167,8 +167,8 @@ _SIMILARITY = {
                              last_block="classifier"),
                         dict(name="full_data", change="full training set (50,000 images)",
                              data_kwargs=dict(max_test=1000)),
-                        dict(name="fixed_probe", change="cosine on a fixed set of 2,048 training images",
-                             probe_examples=2048),
+                        dict(name="fixed_probe", change="cosine on a fixed set of 1,024 training images",
+                             probe_examples=1024),
                         dict(name="backprop_path", change="trajectory trained by backprop", trajectory="backprop"),
                         dict(name="sgd", change="SGD (momentum 0.9, lr 0.01) instead of Adam", optimizer="sgd",
                              lr=0.01),
@@ -180,20 +180,20 @@ _SIMILARITY = {
                         dict(name="depth8", change="8 blocks", depth=8),
                         dict(name="combined", change="classifier as the last block + full training set + fixed "
                                                      "probe set", last_block="classifier",
-                             data_kwargs=dict(max_test=1000), probe_examples=2048)])),
+                             data_kwargs=dict(max_test=1000), probe_examples=1024)])),
         "full": dict(dataset="cifar10", data_kwargs={}, depth=5, width=1024, steps=10000,
                      every=100, batch_size=128, lr=3e-4, seeds=[0, 1, 2, 3, 4],
                      methods=["greedy", "overlapping", "chunked-2"]),
     },
     # 06: ResNet-18 with the ImageNet-style stem (64 filters of 7x7, stride 2, then max-pool) per
     # method, all from the same initial net; stem filter grids + low-frequency energy; CKA on
-    # held-out images. cpu: one epoch of the full CIFAR-10 training set at its own 32 px.
+    # held-out images. cpu: 800 steps of 16 images drawn from the full CIFAR-10 training set at 32 px.
     "features": {
         "quick": dict(dataset="digits", data_kwargs={}, model="resnet18", model_kwargs=dict(small_input=False),
                       steps=12, batch_size=32, lr=1e-3, cka_examples=128, eval_examples=200,
                       methods=["backprop", "chunked-2", "chunked-3", "overlapping", "greedy"]),
         "cpu": dict(dataset="cifar10", data_kwargs=dict(max_test=1000), model="resnet18",
-                    model_kwargs=dict(small_input=False), steps=782, batch_size=64, lr=1e-3, cka_examples=500,
+                    model_kwargs=dict(small_input=False), steps=800, batch_size=16, lr=2e-3, cka_examples=500,
                     eval_examples=1000, methods=["backprop", "chunked-2", "chunked-3", "overlapping", "greedy"]),
         "full": dict(dataset="imagenet", data_kwargs=dict(image_size=224, max_train=100000, max_test=5000),
                      model="resnet18", model_kwargs=dict(small_input=False), steps=20000, batch_size=256, lr=1e-3,
@@ -212,7 +212,7 @@ _SIMILARITY = {
             dict(model="resnet18", label="ResNet-18 width 16", model_kwargs=dict(width=16),
                  data_kwargs=dict(max_train=2500, max_test=500, image_size=16), epochs=40, batch_size=128,
                  lr=1e-3),
-            dict(model="mlp", label="MLP 5x512", model_kwargs=dict(depth=5, width=512), seeds=[0],
+            dict(model="mlp", label="MLP 5x512", model_kwargs=dict(depth=5, width=512),
                  data_kwargs=dict(max_train=5000, max_test=1000), epochs=100, batch_size=128, lr=3e-4)]),
         "full": dict(dataset="cifar10", seeds=[0, 1, 2], methods=["backprop", "greedy", "chunked-2"], runs=[
             dict(model="mlp", label="MLP 5x1024", model_kwargs=dict(depth=5, width=1024), data_kwargs={},

@@ -248,7 +248,12 @@ def test_initial_net_is_the_common_start_and_filter_grids_plot(tmp_path):
         net = train.build_learner(dataclasses.replace(cfg, method=method), d).net
         assert torch.equal(probes.first_conv(net).weight, probes.first_conv(init).weight)
     fig = similarity_plots.plot_filter_grids({"a": init, "b": init}, "t", init=init)
-    assert len(fig.axes) == 4 and save_figure(fig, "f", tmp_path).is_file()
+    assert len(fig.axes) == 6 and save_figure(fig, "f", tmp_path).is_file()  # initialisation, a, b x 2 rows
+    expected = probes.low_frequency_fraction(probes.first_conv(init).weight).mean()
+    assert fig.axes[0].get_title() == f"initialisation\nlow-freq {expected:.2f}"
+    assert fig.axes[1].get_title() == f"a\nlow-freq {expected:.2f}"
+    assert fig.axes[3].get_title() == ""  # no change panel for the initialisation itself
+    assert fig.axes[4].get_title() == "change since init\nlow-freq nan"  # a == init: no change at all
 
 
 def test_random_label_claims_per_model():
@@ -256,5 +261,7 @@ def test_random_label_claims_per_model():
                        "seed": 0, "epoch": [0, 0, 1, 1, 0, 0], "train_acc": [.1, .1, .9, .3, .1, .2]})
     c = probes.random_label_claims(df)
     assert list(c.model) == ["m1", "m1", "m2", "m2"] and list(c.epochs) == [1, 1, 0, 0]
-    assert list(c.measured_acc) == [0.9, 0.3, 0.1, 0.2] and list(c.paper_acc_100_epochs) == [0.78, 0.28] * 2
-    assert list(c.mean_last_5_epochs) == [0.5, 0.2, 0.1, 0.2]
+    assert list(c.mean_acc) == [0.9, 0.3, 0.1, 0.2] and list(c.paper_acc_100_epochs) == [0.78, 0.28] * 2
+    assert list(c.seeds) == [1] * 4 and c.sd_over_seeds.isna().all()  # one seed: no spread over seeds
+    c = probes.random_label_claims(df, last_fraction=1.0)  # every trained epoch: epoch 0 is the initial net
+    assert list(c.mean_acc[:2]) == [0.9, 0.3] and list(c.sd_over_epochs[:2]) == [0.0, 0.0]

@@ -145,17 +145,37 @@ def random_label_runs(cfg: train_mod.TrainConfig, methods: list[str], seeds: lis
 PAPER_RANDOM_LABELS = {"backprop": 0.78, "greedy": 0.28}
 
 
-def random_label_claims(df: pd.DataFrame) -> pd.DataFrame:
-    """Final-epoch training accuracy per method (mean over seeds; also averaged over the last
-    5 epochs, as local runs are noisy) next to the paper's; one block of rows per ``model``
-    when ``df`` has that column."""
+def last_epochs(epochs: int, last_fraction: float = 0.1) -> int:
+    """How many final epochs make the last ``last_fraction`` of a run (at least one)."""
+    if not 0 < last_fraction <= 1:
+        raise ValueError(f"last_fraction must be in (0, 1], got {last_fraction!r}")
+    return max(1, round(epochs * last_fraction))
+
+
+def random_label_claims(df: pd.DataFrame, last_fraction: float = 0.1) -> pd.DataFrame:
+    """Training accuracy on random labels per method, over the last ``last_fraction`` of epochs
+    and over seeds, next to the paper's; one block of rows per ``model`` when ``df`` has that column.
+
+    ``mean_acc``: mean over seeds of each seed's mean over the final epochs; ``sd_over_seeds``:
+    the sd of those per-seed means (NaN for one seed); ``sd_over_epochs``: the sd over the final
+    epochs within a seed, averaged over seeds (how much one epoch differs from the next);
+    ``min_acc`` / ``max_acc``: the extremes of every final epoch of every seed."""
     out = []
     for model, d in (df.groupby("model", sort=False) if "model" in df else [(None, df)]):
-        last = d[d.epoch == d.epoch.max()].groupby("method", sort=False).train_acc.mean()
-        last5 = d[d.epoch > d.epoch.max() - 5].groupby("method", sort=False).train_acc.mean()
-        rows = pd.DataFrame({"method": last.index, "epochs": int(d.epoch.max()),
-                             "paper_acc_100_epochs": [PAPER_RANDOM_LABELS.get(m, math.nan) for m in last.index],
-                             "measured_acc": last.round(3).to_numpy(),
-                             "mean_last_5_epochs": last5.reindex(last.index).round(3).to_numpy()})
+        epochs = int(d.epoch.max())
+        k = last_epochs(epochs, last_fraction)
+        window = d[d.epoch > epochs - k]
+        rows = []
+        for method, w in window.groupby("method", sort=False):
+            per_seed = w.groupby("seed").train_acc
+            rows.append({"method": method, "epochs": epochs, "last_epochs": k,
+                         "n_train": int(w.n_train.iloc[0]) if "n_train" in w else None,
+                         "seeds": int(per_seed.ngroups),
+                         "paper_acc_100_epochs": PAPER_RANDOM_LABELS.get(method, math.nan),
+                         "mean_acc": round(float(per_seed.mean().mean()), 3),
+                         "sd_over_seeds": round(float(per_seed.mean().std()), 3) if per_seed.ngroups > 1 else math.nan,
+                         "sd_over_epochs": round(float(per_seed.std(ddof=0).mean()), 3),
+                         "min_acc": round(float(w.train_acc.min()), 3), "max_acc": round(float(w.train_acc.max()), 3)})
+        rows = pd.DataFrame(rows)
         out.append(rows if model is None else rows.assign(model=model)[["model", *rows.columns]])
     return pd.concat(out, ignore_index=True)

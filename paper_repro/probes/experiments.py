@@ -1,0 +1,216 @@
+"""The long probing experiments, resumable: first-layer filters + CKA, and random labels over seeds.
+
+Each function trains one unit of work at a time (one method; one method x seed) and saves it
+to a :class:`~.store.UnitStore` folder as soon as it finishes, skipping the units already
+there, then rebuilds the summary tables from every saved unit. Stopping a run loses at most
+the unit in progress; running the same call again continues where it stopped.
+
+* :func:`run_features` one ResNet per method from the same initial net: the stem filters
+  (``<method>.pt``), the training summary (``<method>.json``) and the whole net
+  (``nets/<method>.pt``, for CKA; large, kept out of version control); tables
+  ``filter_structure.csv``, ``training.csv`` and, once every method is done, ``cka.csv``.
+* :func:`run_random_labels` training accuracy on random labels after every epoch, one unit
+  per net x method x seed; tables ``random_labels.csv`` and ``random_label_summary.csv``.
+
+:func:`load_features` and :func:`load_random_labels` read the saved results back (what the
+notebooks' ``cpu`` profile draws).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+import torch
+
+from .. import train as train_mod
+from .cka import cka_table
+from .filters import filter_structure, first_conv
+from .store import UnitStore
+from .studies import initial_net, load_data, random_label_claims, random_label_runs
+
+Log = Callable[[str], None]
+
+
+def _stamp(log: Log, text: str) -> None:
+    log(f"[{time.strftime('%H:%M:%S')}] {text}")
+
+
+def progress_callback(log: Log, label: str, total: int, every: int = 100):
+    """A ``train.train`` callback that logs the step and the elapsed time every ``every`` steps."""
+    start = time.perf_counter()
+
+    def callback(step, learner, x, y):
+        if step % every == 0:
+            elapsed = time.perf_counter() - start
+            _stamp(log, f"{label}: step {step}/{total}, {elapsed:.0f} s, {elapsed / step:.3f} s/step")
+    return callback
+
+
+def check_same_settings(store: UnitStore, name: str, S: dict) -> None:
+    """A ValueError when unit ``name`` of ``store`` was saved with other settings than ``S``:
+    resuming would mix two experiments in one folder."""
+    saved = store.load(name).get("settings")
+    if saved != json.loads(json.dumps(S)):
+        changed = sorted(k for k in set(saved or {}) | set(S) if (saved or {}).get(k) != S.get(k))
+        raise ValueError(f"{store.root} holds an experiment with other settings (differing keys: "
+                         f"{', '.join(changed)}); use another folder or delete this one")
+
+
+# ------------------------------------------------------------------------- filters + CKA
+def features_config(S: dict, device: str = "cpu") -> train_mod.TrainConfig:
+    """The training run of the feature-similarity settings ``S`` (method set per run)."""
+    return train_mod.TrainConfig(model=S["model"], model_kwargs=dict(S.get("model_kwargs", {})),
+                                 dataset=S["dataset"], data_kwargs=dict(S.get("data_kwargs", {})),
+                                 steps=S["steps"], batch_size=S["batch_size"], lr=S["lr"], seed=S.get("seed", 0),
+                                 eval_every=0, eval_examples=S.get("eval_examples", 1000), device=device,
+                                 progress=False)
+
+
+def run_features(S: dict, data, root: str | Path, device: str = "cpu", log: Log = print) -> dict[str, pd.DataFrame]:
+    """Train one net per method of ``S`` (resumable, see the module docstring); returns the tables."""
+    store = UnitStore(root)
+    cfg = features_config(S, device)
+    if not store.done("init"):
+        store.save("init", {"method": "init", "settings": S}, {"stem": first_conv(initial_net(cfg, data)).weight})
+    check_same_settings(store, "init", S)
+    for method in S["methods"]:
+        if store.done(method):
+            _stamp(log, f"features {method}: done before, skipped")
+            continue
+        _stamp(log, f"features {method}: {cfg.steps} steps of batch {cfg.batch_size} on {data}")
+        result = train_mod.train(dataclasses.replace(cfg, method=method), data=data,
+                                 callback=progress_callback(log, f"features {method}", cfg.steps))
+        summary = result.summary()
+        store.save_tensors(f"nets/{method}", result.learner.net.state_dict())
+        store.save(method, {**summary, "n_train": data.num_examples("train"), "settings": S},
+                   {"stem": first_conv(result.learner.net).weight})
+        _stamp(log, f"features {method}: {summary['status']}, final loss {summary['final_loss']:.3f}, "
+                    f"test acc {summary['eval_acc']:.3f}, {summary['wall_time_s']:.0f} s")
+    return summarise_features(S, data, root, device)
+
+
+def summarise_features(S: dict, data, root: str | Path, device: str = "cpu") -> dict[str, pd.DataFrame]:
+    """Rebuild ``filter_structure.csv``, ``training.csv`` and (all methods done) ``cka.csv``."""
+    store = UnitStore(root)
+    done = [m for m in S["methods"] if store.done(m)]
+    init = store.tensors("init")["stem"]
+    stems = {m: store.tensors(m)["stem"] for m in done}
+    tables = {"filter_structure": filter_structure({"init": init, **stems}, init),
+              "training": pd.DataFrame([{k: v for k, v in store.load(m).items() if k != "settings"} for m in done])}
+    if len(done) == len(S["methods"]) and "backprop" in done:
+        cfg = features_config(S, device)
+        nets = {}
+        for m in done:
+            net = initial_net(cfg, data)
+            net.load_state_dict(store.tensors(f"nets/{m}"))
+            nets[m] = net.eval()
+        x_eval = next(data.eval_batches("test", batch_size=S["cka_examples"]))[0].to(device)
+        tables["cka"] = cka_table(nets, "backprop", x_eval)
+    for name, df in tables.items():
+        store.write_table(name, df)
+    return tables
+
+
+def load_features(root: str | Path) -> dict:
+    """The saved filter experiment: ``stems`` (method -> stem weights, in training order),
+    ``init`` (the common initial stem) and the tables ``filter_structure``, ``training``,
+    ``cka`` (None when not every method has finished)."""
+    store = UnitStore(root)
+    if not store.done("init"):
+        raise ValueError(f"no filter experiment in {root}: run `python -m paper_repro.probes.run features`")
+    methods = store.load("init")["settings"]["methods"]
+    out = {"init": store.tensors("init")["stem"],
+           "stems": {m: store.tensors(m)["stem"] for m in methods if store.done(m)},
+           "settings": store.load("init")["settings"]}
+    for name in ("filter_structure", "training", "cka"):
+        path = Path(root) / f"{name}.csv"
+        out[name] = pd.read_csv(path) if path.exists() else None
+    return out
+
+
+# --------------------------------------------------------------------------- random labels
+def run_label(run: dict) -> str:
+    """The short name of one random-label net of the settings (``resnet18``, ``mlp``)."""
+    return run.get("key", run["model"])
+
+
+def run_random_labels(S: dict, data_dir, root: str | Path, device: str = "cpu", log: Log = print,
+                      methods: list[str] | None = None, seeds: list[int] | None = None,
+                      nets: list[str] | None = None) -> dict[str, pd.DataFrame]:
+    """Training accuracy on random labels, one saved unit per net x seed x method (resumable).
+
+    A net of ``S["runs"]`` may set its own ``seeds``; the default is ``S["seeds"]``. ``methods``
+    / ``seeds`` / ``nets`` (names from :func:`run_label`) restrict this call to some of the units
+    (the others are left for a later call)."""
+    store = UnitStore(root)
+    for run in S["runs"]:
+        if nets is not None and run_label(run) not in nets:
+            continue
+        data = None
+        for seed in run.get("seeds", S["seeds"]):
+            for method in S["methods"]:
+                if (methods is not None and method not in methods) or (seeds is not None and seed not in seeds):
+                    continue
+                name = f"{run_label(run)}_{method}_s{seed}"
+                if store.done(name):
+                    if store.load(name).get("settings") != json.loads(json.dumps(run)):
+                        raise ValueError(f"unit {name} in {root} was saved with other settings than {run}; "
+                                         "use another folder or delete that unit")
+                    _stamp(log, f"random labels {name}: done before, skipped")
+                    continue
+                data = data if data is not None else load_data({**S, **run}, data_dir)
+                cfg = train_mod.TrainConfig(model=run["model"], dataset=S["dataset"], batch_size=run["batch_size"],
+                                            lr=run["lr"], device=device, model_kwargs=dict(run["model_kwargs"]),
+                                            progress=False)
+                _stamp(log, f"random labels {name}: {run['epochs']} epochs on {data}")
+                t0 = time.perf_counter()
+                df = random_label_runs(cfg, [method], [seed], run["epochs"], data=data)
+                store.save(name, {"model": run["label"], "key": run_label(run), "method": method, "seed": seed,
+                                  "epochs": run["epochs"], "n_train": data.num_examples("train"),
+                                  "wall_time_s": time.perf_counter() - t0, "settings": run, "rows": df})
+                _stamp(log, f"random labels {name}: final train acc {df.train_acc.iloc[-1]:.3f}, "
+                            f"{time.perf_counter() - t0:.0f} s")
+    return summarise_random_labels(root)
+
+
+def summarise_random_labels(root: str | Path) -> dict[str, pd.DataFrame]:
+    """Rebuild ``random_labels.csv`` (every epoch of every saved unit) and ``random_label_summary.csv``."""
+    store = UnitStore(root)
+    frames = []
+    for name in store.names():
+        r = store.load(name)
+        frames.append(pd.DataFrame(r["rows"]).assign(model=r["model"], n_train=r["n_train"]))
+    if not frames:
+        raise ValueError(f"no random-label runs saved in {root}")
+    df = pd.concat(frames, ignore_index=True)
+    tables = {"random_labels": df, "random_label_summary": random_label_claims(df)}
+    for name, t in tables.items():
+        store.write_table(name, t)
+    return tables
+
+
+def load_random_labels(root: str | Path) -> pd.DataFrame:
+    """Every saved epoch of the random-label experiment (columns of :func:`random_label_runs`
+    plus ``model`` and ``n_train``)."""
+    path = Path(root) / "random_labels.csv"
+    if not path.exists():
+        raise ValueError(f"no random-label results in {root}: run `python -m paper_repro.probes.run random_labels`")
+    return pd.read_csv(path)
+
+
+def load_table(root: str | Path, name: str) -> pd.DataFrame:
+    """A saved summary table ``<root>/<name>.csv``."""
+    path = Path(root) / f"{name}.csv"
+    if not path.exists():
+        raise ValueError(f"no table {name}.csv in {root}")
+    return pd.read_csv(path)
+
+
+def set_threads(n: int) -> None:
+    """Use ``n`` torch CPU threads (0: leave torch's default)."""
+    if n:
+        torch.set_num_threads(n)
