@@ -51,10 +51,24 @@ def send_seconds(t: torch.Tensor, reps: int = 3) -> float:
     return best
 
 
-def module_times(learner: methods.Learner, spec, cfg: PipelineConfig, reps: int = 3) -> dict[str, list[float]]:
+def best_of_rounds(tasks: list, reps: int) -> list[tuple[float, ...]]:
+    """Run every task (a callable returning a tuple of seconds) once per round, a warm-up round
+    and then ``reps`` more, and keep each task's smallest value of each component. Going over
+    the tasks in turn spreads each task's samples over the whole measurement, so a burst of
+    other load hits one sample of every task rather than every sample of one."""
+    best: list = [None] * len(tasks)
+    for r in range(reps + 1):
+        for i, task in enumerate(tasks):
+            values = task()
+            if r:
+                best[i] = values if best[i] is None else tuple(map(min, best[i], values))
+    return best
+
+
+def module_times(learner: methods.Learner, spec, cfg: PipelineConfig, reps: int = 5) -> dict[str, list[float]]:
     """What each local module costs its stage per micro-batch, measured on a copy of the learner
-    (nothing of it changes) with the stage processes' thread count, best of ``reps`` after a
-    warm-up run:
+    (nothing of it changes) with the stage processes' thread count, best of ``reps`` rounds after
+    a warm-up round (:func:`best_of_rounds`):
 
     ``compute``: forward + backward of the module's blocks and head, plus its optimizer step
     (``cfg.optimizer``, the implementation :func:`paper_repro.build.make_optimizer` picks)
@@ -66,43 +80,33 @@ def module_times(learner: methods.Learner, spec, cfg: PipelineConfig, reps: int 
     x, y = next(synthetic_batches(cfg, spec, torch.Generator().manual_seed(cfg.seed)))
     with torch.no_grad():
         runs = list(work.run_modules(x, y))
+    outs = [runs[m].outputs[work.module_blocks[m][-1]] for m in range(work.num_modules)]
+    opts = [make_optimizer(cfg, work.module_parameters(m)) for m in range(work.num_modules)]
+
+    def task(m: int):
+        def measure() -> tuple[float, float, float]:
+            h = outs[m].detach().requires_grad_(True)
+            t0 = time.perf_counter()
+            work.net.loss(work.heads[m](h), y).backward()      # the head alone
+            t1 = time.perf_counter()
+            _, loss = work.module_loss(m, runs[m].h_in, y)     # the whole module
+            loss.backward()
+            t2 = time.perf_counter()
+            opts[m].step()
+            opts[m].zero_grad(set_to_none=True)
+            return t1 - t0, t2 - t1, time.perf_counter() - t2
+        return measure
+
     threads = torch.get_num_threads()
     torch.set_num_threads(stage_threads(cfg))
-    compute, send, head = [], [], []
     try:
-        for m in range(work.num_modules):
-            out = runs[m].outputs[work.module_blocks[m][-1]]
-            head.append(_head_seconds(work, m, out, y, reps))
-            opt = make_optimizer(cfg, work.module_parameters(m))
-            best_fb = best_opt = float("inf")
-            for r in range(reps + 1):
-                t0 = time.perf_counter()
-                _, loss = work.module_loss(m, runs[m].h_in, y)
-                loss.backward()
-                t1 = time.perf_counter()
-                opt.step()
-                opt.zero_grad(set_to_none=True)
-                t2 = time.perf_counter()
-                if r:
-                    best_fb, best_opt = min(best_fb, t1 - t0), min(best_opt, t2 - t1)
-            compute.append(best_fb + best_opt / cfg.update_every)
-            send.append(send_seconds(out) + send_seconds(y) if m < work.num_modules - 1 else 0.0)
+        best = best_of_rounds([task(m) for m in range(work.num_modules)], reps)
+        send = [send_seconds(outs[m]) + send_seconds(y) if m < work.num_modules - 1 else 0.0
+                for m in range(work.num_modules)]
     finally:
         torch.set_num_threads(threads)
-    work.zero_grad(set_to_none=True)
-    return {"compute": compute, "send": send, "head": head}
-
-
-def _head_seconds(learner: methods.Learner, m: int, out: torch.Tensor, y: torch.Tensor, reps: int) -> float:
-    """Forward + backward of module ``m``'s head and loss on its (detached) block output."""
-    best = float("inf")
-    for r in range(reps + 1):
-        h = out.detach().requires_grad_(True)
-        t0 = time.perf_counter()
-        learner.net.loss(learner.heads[m](h), y).backward()
-        if r:
-            best = min(best, time.perf_counter() - t0)
-    return best
+    return {"compute": [fb + opt / cfg.update_every for _, fb, opt in best], "send": send,
+            "head": [head for head, _, _ in best]}
 
 
 def time_split(learner: methods.Learner, spec, cfg: PipelineConfig) -> list[int]:
@@ -166,7 +170,7 @@ def chunk_split(cfg: PipelineConfig, spec, learner: methods.Learner | None = Non
     return balanced_split(blocks, cfg.stages, ends)
 
 
-def block_times(learner: methods.Learner, spec, cfg: PipelineConfig, reps: int = 3) -> dict[str, list[float]]:
+def block_times(learner: methods.Learner, spec, cfg: PipelineConfig, reps: int = 5) -> dict[str, list[float]]:
     """What each block of the net costs a pipelined-backprop stage per micro-batch, measured
     like :func:`module_times`: ``compute`` = forward + backward of the block (the last one with
     the net's head and loss) plus its share of the optimizer step (one per ``micro_batches``);
@@ -175,39 +179,40 @@ def block_times(learner: methods.Learner, spec, cfg: PipelineConfig, reps: int =
     net = work.net
     x, y = next(synthetic_batches(cfg, spec, torch.Generator().manual_seed(cfg.seed)))
     with torch.no_grad():
-        inputs, h = [], x
+        inputs, outs, h = [], [], x
         for block in net.blocks:
             inputs.append(h)
             h = block(h)
+            outs.append(h)
+    last = len(net.blocks) - 1
+
+    def task(b: int):
+        params = list(net.blocks[b].parameters()) + (list(net.head.parameters()) if b == last else [])
+        opt = make_optimizer(cfg, params) if params else None
+
+        def measure() -> tuple[float, float]:
+            h_in = inputs[b].detach().requires_grad_(inputs[b].is_floating_point())
+            t0 = time.perf_counter()
+            out = net.blocks[b](h_in)
+            if b == last:
+                net.loss(net.head(out), y).backward()
+            else:
+                out.backward(torch.ones_like(out))
+            t1 = time.perf_counter()
+            if opt is not None:
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            return t1 - t0, time.perf_counter() - t1
+        return measure
+
     threads = torch.get_num_threads()
     torch.set_num_threads(stage_threads(cfg))
-    compute, send = [], []
-    last = len(net.blocks) - 1
     try:
-        for b, block in enumerate(net.blocks):
-            params = list(block.parameters()) + (list(net.head.parameters()) if b == last else [])
-            opt = make_optimizer(cfg, params) if params else None
-            best_fb = best_opt = float("inf")
-            for r in range(reps + 1):
-                h_in = inputs[b].detach().requires_grad_(inputs[b].is_floating_point())
-                t0 = time.perf_counter()
-                out = block(h_in)
-                if b == last:
-                    net.loss(net.head(out), y).backward()
-                else:
-                    out.backward(torch.ones_like(out))
-                t1 = time.perf_counter()
-                if opt is not None:
-                    opt.step()
-                    opt.zero_grad(set_to_none=True)
-                t2 = time.perf_counter()
-                if r:
-                    best_fb, best_opt = min(best_fb, t1 - t0), min(best_opt, t2 - t1)
-            compute.append(best_fb + best_opt / cfg.micro_batches)
-            send.append(2 * send_seconds(out) if b < last else 0.0)
+        best = best_of_rounds([task(b) for b in range(len(net.blocks))], reps)
+        send = [2 * send_seconds(outs[b]) if b < last else 0.0 for b in range(len(net.blocks))]
     finally:
         torch.set_num_threads(threads)
-    return {"compute": compute, "send": send}
+    return {"compute": [fb + opt / cfg.micro_batches for fb, opt in best], "send": send}
 
 
 def block_split(learner: methods.Learner, spec, cfg: PipelineConfig, pieces: int) -> list[int]:
