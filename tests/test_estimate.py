@@ -1,0 +1,62 @@
+"""The pipeline estimate on a net whose FLOPs and bytes are known by hand: four Linear(16, 16)
++ ReLU blocks with default linear heads (10 classes), 4 devices, micro-batches of 8."""
+import pytest
+import torch
+import torch.nn as nn
+
+from paper_repro import estimate
+from paper_repro.distributed.memory import SavedTensorMeter
+
+D, C, B, N = 16, 10, 8, 4
+
+
+def make_net():
+    return nn.Sequential(*[nn.Sequential(nn.Linear(D, D), nn.ReLU()) for _ in range(N)])
+
+
+@pytest.fixture(scope="module")
+def table():
+    torch.manual_seed(0)
+    x, y = torch.randn(B, D), torch.randint(C, (B,))
+    return estimate.pipeline_estimate(make_net, x, y, devices=N, micro_batches=16, num_classes=C).set_index("devices",
+                                                                                                            append=True)
+
+
+def test_flops_and_speedups_match_a_count_by_hand(table):
+    lin, head = 2 * D * D, 2 * D * C           # forward FLOPs per sample of a block's Linear and of a head
+    # backprop: block 0 computes no input gradient (1x forward back), blocks 1-3 do (2x), the head does (2x)
+    one = (lin + lin) + 3 * (lin + 2 * lin) + (head + 2 * head)
+    greedy_module = (lin + lin) + (head + 2 * head)     # every local module's input is detached
+    stage = [lin + lin, 3 * lin, 3 * lin, 3 * lin + 3 * head]  # pipelined backprop, one block per device
+    rows = table.reset_index(level="devices").reset_index(drop=True)
+    assert rows["flops_per_sample"].tolist() == pytest.approx([one, max(stage) * 19 / 16, greedy_module])
+    assert rows["speedup"].tolist() == pytest.approx([1.0, one / (max(stage) * 19 / 16), one / greedy_module])
+
+
+def test_bytes_between_devices_match_the_boundary_shapes(table):
+    rows = table.reset_index(drop=True)
+    act, label = D * 4, 8                      # float32 activations, one int64 label per sample
+    assert (rows.loc[1, "bytes_forward"], rows.loc[1, "bytes_backward"]) == (3 * act + label, 3 * act)
+    assert (rows.loc[2, "bytes_forward"], rows.loc[2, "bytes_backward"]) == (3 * (act + label), 0)
+
+
+def test_memory_holds_the_state_and_the_micro_batches_in_flight(table):
+    rows = table.reset_index(drop=True)
+    block_state = 4 * (D * D + D) * 4          # params, grads and two Adam moments, float32
+    head_state = 4 * (D * C + C) * 4
+    torch.manual_seed(0)
+    x = torch.randn(B, D)
+    meter = SavedTensorMeter()
+    with meter:
+        out = make_net()[0](x).sum()
+    del out
+    one_micro_batch = meter.peak               # what block 0 keeps for backward
+    pipelined, local = rows.loc[1, "peak_memory_bytes"], rows.loc[2, "peak_memory_bytes"]
+    assert pipelined[0] == block_state + N * one_micro_batch   # 1F1B: N micro-batches in flight on device 0
+    assert all(m > block_state + head_state for m in local)     # every local device holds a head too
+    assert local[-1] == pipelined[-1]          # the last device: same blocks, the net's head, one in flight
+
+
+def test_fewer_than_two_devices_is_refused():
+    with pytest.raises(ValueError, match="devices must be an integer >= 2, got 1"):
+        estimate.pipeline_estimate(make_net, torch.randn(2, D), torch.tensor([0, 1]), devices=1)
