@@ -252,3 +252,17 @@ def test_chunks_chosen_by_their_first_blocks():
                        ("chunked@9", "starts at block 9, but the net has 8 blocks")):
         with pytest.raises(ValueError, match=match):
             methods.module_blocks(bad, 8)
+
+
+def test_best_of_rounds_keeps_each_components_minimum_after_the_warm_up_round_in_turn():
+    calls = []
+    samples = {0: iter([(9.0, 9.0), (3.0, 5.0), (4.0, 1.0)]), 1: iter([(0.5, 0.5), (7.0, 2.0), (6.0, 8.0)])}
+
+    def task(i):
+        def measure():
+            calls.append(i)
+            return next(samples[i])
+        return measure
+    # the warm-up round (first values, here the smallest of task 1) is not kept
+    assert timing.best_of_rounds([task(0), task(1)], reps=2) == [(3.0, 1.0), (6.0, 2.0)]
+    assert calls == [0, 1, 0, 1, 0, 1]

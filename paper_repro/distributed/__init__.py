@@ -2,11 +2,14 @@
 
 * :mod:`.config`    the run's config (:class:`PipelineConfig`) and its checks
 * :mod:`.inputs`    data or synthetic inputs, the micro-batch stream, the learner every process builds
-* :mod:`.split`     the stage cut, boundary shapes and FLOPs
-* :mod:`.timing`    measured module times (time-balanced cut) and predicted bytes per schedule
+* :mod:`.split`     the stage cut (exact min-max partition), boundary shapes and FLOPs
+* :mod:`.timing`    measured module and block times (the time-balanced cuts), predicted bytes
 * :mod:`.comm`      process group, failure watchdog, counted non-blocking sends/receives
-* :mod:`.local`     the local-parallel pipeline (forward messages only)
-* :mod:`.baselines` ``torch.distributed.pipelining`` GPipe / 1F1B (+ recomputation) and DDP
+* :mod:`.replicas`  ``dp`` replicas per stage: ranks, pipeline and stage process groups
+* :mod:`.local`     the local-parallel pipeline (forward messages only): ``local`` and ``local/M``
+* :mod:`.baselines` ``torch.distributed.pipelining``: GPipe, 1F1B, Interleaved 1F1B, interleaved
+  zero bubble, ZBV, DualPipeV (each also with recomputation)
+* :mod:`.ddp`       data parallelism over the same processes
 * :mod:`.memory`    peak memory per stage
 * :mod:`.run`       the per-process worker (``torchrun -m paper_repro.distributed.run``)
 * :mod:`.launch`    the package launcher (one local process per stage)
