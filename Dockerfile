@@ -24,6 +24,8 @@ RUN pip install --no-cache-dir \
         papermill==2.7.0 \
         jupyterlab==4.6.6 \
         ipykernel==7.4.0 \
+        ipywidgets==8.1.9 \
+        psutil==7.2.2 \
         nbformat==5.11.1 \
         nbval==0.11.0 \
         pytest==9.2.0 \

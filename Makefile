@@ -6,12 +6,13 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export MPLBACKEND := Agg
 
-.PHONY: all venv .venv figures test test-unit test-notebooks lab help
+.PHONY: all venv .venv figures test test-unit test-notebooks check-figures lab help
 all: test
 
 help:
 	@echo "make figures   run notebooks/*.ipynb with the quick profile, writing figures/"
 	@echo "make test      unit tests, then the notebooks under pytest --nbval-lax"
+	@echo "make check-figures  fail if running the notebooks changed figures/ (after make figures or make test)"
 	@echo "make lab       open the notebooks in JupyterLab"
 
 # The environment. torch/torchvision are pinned to the releases this machine has on disk
@@ -48,6 +49,13 @@ test-unit: $(STAMP)
 test-notebooks: $(STAMP)
 	@if $(HAVE_NOTEBOOKS); then echo "$(NBVAL)"; $(NBVAL); \
 	else echo "no notebooks/*.ipynb yet: nbval skipped"; fi
+
+# Every committed figure is reproducible and the timing-dependent ones are git-ignored, so after
+# the notebooks have run (make figures, or make test: nbval runs them too) figures/ is unchanged.
+check-figures:
+	@dirty=$$(git status --porcelain -- figures); \
+	if [ -n "$$dirty" ]; then echo "running the notebooks changed figures/:"; echo "$$dirty"; exit 1; fi; \
+	echo "figures/ unchanged"
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks/

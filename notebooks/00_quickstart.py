@@ -24,7 +24,7 @@
 
 # %% tags=["parameters"]
 profile = "quick"           # quick | cpu | full
-figures_dir = "../figures"
+figures_dir = "../figures"  # relative paths start at this notebook's folder
 data_dir = None             # cpu/full: a CIFAR-10 folder (ImageFolder tree or cifar-10-batches-py)
 seed = 0
 
@@ -35,10 +35,11 @@ import torch
 from IPython.display import display
 
 from paper_repro import plots, settings, train
-from paper_repro.notebooks import check_parameters
+from paper_repro.notebooks import check_parameters, notebook_path
 
 check_parameters(dict(profile=profile, figures_dir=figures_dir, data_dir=data_dir, seed=seed),
                  dict(profile=str, figures_dir=str, data_dir=(str, type(None)), seed=int))
+figures_dir = notebook_path(figures_dir)
 torch.set_num_threads(1 if profile == "quick" else torch.get_num_threads())
 cfg = settings.quickstart_config(profile, data_dir=data_dir, seed=seed)
 cfg.progress = False

@@ -1,0 +1,56 @@
+"""Running the notebooks leaves a clean git tree: every figure a notebook writes in the quick
+profile is either committed and reproducible (the same bytes on every run), or drawn from
+wall-clock measurements and then ignored by git (never committed). The names are read from the
+notebooks' ``save_figure`` calls; ``.ci/run`` checks the other half (after ``make test`` has
+run every notebook, ``git status -- figures`` must be clean)."""
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# drawn from time measurements: pipeline throughput and busy time, and the memory per stage of
+# a stage cut chosen by measured time
+TIMING_DEPENDENT = {"04_pipeline_throughput_quick.png", "04_pipeline_busy_quick.png", "04_pipeline_memory_quick.png"}
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(),
+                                reason="needs a git checkout")
+
+
+def quick_figure_patterns() -> dict[str, str]:
+    """{notebook: regex of a figure file name it writes in the quick profile}."""
+    out = {}
+    for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py")):
+        for name in re.findall(r"save_figure\(\s*fig,\s*f?\"([^\"]+)\"", nb.read_text()):
+            name = name.replace("{profile}", "quick").replace("{tag}", "quick")  # 04: tag = profile when run here
+            pattern = re.sub(r"\\\{[^}]*\\\}", "[a-z0-9]+", re.escape(name))
+            out[f"{nb.stem}: {name}"] = pattern + r"\.png"
+    return out
+
+
+def _git(*args) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+
+def test_the_notebooks_name_their_figures():
+    patterns = quick_figure_patterns()
+    assert len(patterns) >= 20 and any(k.startswith("04_") for k in patterns), patterns
+
+
+def test_every_quick_figure_is_either_committed_or_ignored():
+    tracked = set(_git("ls-files", "figures").split())
+    present = {f"figures/{p.name}" for p in (ROOT / "figures").glob("*_quick.png")}
+    for where, pattern in quick_figure_patterns().items():
+        names = {f for f in tracked | present if re.fullmatch("figures/" + pattern, f)}
+        for f in names:
+            ignored = subprocess.run(["git", "check-ignore", "-q", "--no-index", f], cwd=ROOT).returncode == 0
+            if Path(f).name in TIMING_DEPENDENT:
+                assert ignored and f not in tracked, f"{where}: {f} depends on timing: ignore it, do not commit it"
+            else:
+                assert not ignored, f"{where}: {f} is ignored but reproducible: commit it"
+                assert f in tracked, f"{where}: {f} is neither committed nor ignored: a run leaves it untracked"
+    for name in TIMING_DEPENDENT:
+        assert subprocess.run(["git", "check-ignore", "-q", "--no-index", f"figures/{name}"], cwd=ROOT).returncode == 0
+        assert f"figures/{name}" not in tracked
