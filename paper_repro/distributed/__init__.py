@@ -4,7 +4,7 @@
 * :mod:`.inputs`    data or synthetic inputs, the micro-batch stream, the learner every process builds
 * :mod:`.split`     the stage cut (exact min-max partition), boundary shapes and FLOPs
 * :mod:`.timing`    measured module and block times (the time-balanced cuts), predicted bytes
-* :mod:`.comm`      process group, failure watchdog, counted non-blocking sends/receives
+* :mod:`.comm`      process group, failure watchdog; :mod:`.messages` counted sends/receives
 * :mod:`.replicas`  ``dp`` replicas per stage: ranks, pipeline and stage process groups
 * :mod:`.local`     the local-parallel pipeline (forward messages only): ``local`` and ``local/M``
 * :mod:`.baselines` ``torch.distributed.pipelining``: GPipe, 1F1B, Interleaved 1F1B, interleaved

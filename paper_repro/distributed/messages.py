@@ -1,0 +1,94 @@
+"""Counted point-to-point messages between stages: non-blocking sends with a bound on how
+many are outstanding (back-pressure), pre-posted receives, and the bytes of every tensor sent
+or received. Every wait is bounded by the process group's timeout and fails naming the peer."""
+from __future__ import annotations
+
+import collections
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def _wait(work, what: str) -> None:
+    """``work.wait()`` (bounded by the process group's timeout) with an error naming the peer."""
+    try:
+        work.wait()
+    except RuntimeError as err:
+        raise RuntimeError(f"{what} failed: {err}") from err
+
+
+class Sender:
+    """Non-blocking sends to one peer, at most ``max_in_flight`` messages outstanding; counts bytes.
+
+    gloo completes a send when the receiver has taken it, so the bound is back-pressure: the
+    sender runs at most ``max_in_flight`` micro-batches ahead of its receiver."""
+
+    def __init__(self, dst: int, max_in_flight: int = 2, tag_base: int = 0):
+        self.dst, self.max_in_flight, self.tag_base = dst, max_in_flight, tag_base
+        self.pending: collections.deque = collections.deque()
+        self.bytes = collections.Counter()
+        self.wait_time = 0.0
+
+    def send(self, tensors: dict[str, torch.Tensor]) -> None:
+        """Send each tensor (in order, tag = position); ``tensors`` keys name the byte counters."""
+        while len(self.pending) >= self.max_in_flight:
+            self._wait_oldest()
+        works = []
+        for tag, (name, t) in enumerate(tensors.items()):
+            t = t.detach().contiguous()
+            works.append((dist.isend(t, self.dst, tag=self.tag_base + tag), t))
+            self.bytes[name] += nbytes(t)
+        self.pending.append(works)
+
+    def _wait_oldest(self) -> None:
+        t0 = time.perf_counter()
+        for work, _ in self.pending.popleft():
+            _wait(work, f"sending to stage {self.dst}")
+        self.wait_time += time.perf_counter() - t0
+
+    def flush(self) -> None:
+        while self.pending:
+            self._wait_oldest()
+
+
+class Receiver:
+    """Receives from one peer; with ``prepost`` the next message is already posted while the
+    current one is used (double buffering). NCCL ignores tags and matches messages between two
+    ranks in the order they are posted, so a receiver that shares its peer with other traffic
+    (the baselines' labels) must not pre-post."""
+
+    def __init__(self, src: int, specs: dict[str, tuple[tuple, torch.dtype]], device: torch.device,
+                 count: int, tag_base: int = 0, prepost: bool = True):
+        self.src, self.specs, self.device, self.remaining = src, specs, device, count
+        self.tag_base, self.prepost = tag_base, prepost
+        self.bytes = collections.Counter()
+        self.wait_time = 0.0
+        self.posted = self._post() if count > 0 and prepost else None
+
+    def _post(self):
+        if self.remaining <= 0:
+            raise RuntimeError(f"Receiver: no message left to receive from stage {self.src}")
+        self.remaining -= 1
+        out = {}
+        for tag, (name, (shape, dtype)) in enumerate(self.specs.items()):
+            buf = torch.empty(shape, dtype=dtype, device=self.device)
+            out[name] = (dist.irecv(buf, self.src, tag=self.tag_base + tag), buf)
+        return out
+
+    def recv(self) -> dict[str, torch.Tensor]:
+        t0 = time.perf_counter()
+        current = self.posted if self.prepost else self._post()
+        if current is None:
+            raise RuntimeError(f"Receiver: no message left to receive from stage {self.src}")
+        for name, (work, buf) in current.items():
+            _wait(work, f"receiving {name} from stage {self.src}")
+            self.bytes[name] += nbytes(buf)
+        self.wait_time += time.perf_counter() - t0
+        if self.prepost:
+            self.posted = self._post() if self.remaining > 0 else None
+        return {name: buf for name, (_, buf) in current.items()}
