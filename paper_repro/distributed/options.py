@@ -24,7 +24,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"{' | '.join(RUN_NAMES)}; a comma list or 'all' runs them one after another. "
                         "local: every stage steps its optimizer after each micro-batch; local/M: after "
                         "accumulating all MICRO_BATCHES of a step (the pipelined-backprop schedules' rule)")
-    p.add_argument("--model", default=d.model, help="mlp | transformer | resnet18 | resnet34 | resnet50")
+    p.add_argument("--model", default=d.model,
+                   help="mlp | transformer | resnet18 | resnet34 | resnet50, or your own as package.module:function "
+                        "(importable by every process; called with --model-kwargs; returns a BlockNet or nn.Sequential)")
     p.add_argument("--model-kwargs", type=json_dict, default={}, help='JSON, e.g. \'{"depth": 8, "width": 1024}\'')
     p.add_argument("--method", default=None,
                    help="local-learning method of the local schedule (default chunked-STAGES); "
