@@ -175,9 +175,9 @@ _SIMILARITY = {
                         dict(name="deep_heads", change="auxiliary heads shaped like the rest of the net",
                              heads="deep"),
                         dict(name="width128", change="width 128", width=128),
-                        dict(name="width1024", change="width 1024", width=1024),
                         dict(name="depth3", change="3 blocks", depth=3),
                         dict(name="depth8", change="8 blocks", depth=8),
+                        dict(name="width1024", change="width 1024", width=1024),
                         dict(name="combined", change="classifier as the last block + full training set + fixed "
                                                      "probe set", last_block="classifier",
                              data_kwargs=dict(max_test=1000), probe_examples=1024)])),
