@@ -73,13 +73,13 @@ _GRIDS = {
         description="6x256 MLP on the full CIFAR-10 training set at 16x16 px; each run stops at "
                     "training-subset loss 1.35 or its step cap"),
     ("transformer", "cpu"): dict(
-        name="transformer_text_s16_cpu", model="transformer", dataset="text",
+        name="transformer_text_tokens_cpu", model="transformer", dataset="text",
         model_kwargs=dict(d_model=32, n_layers=4, n_heads=2), data_kwargs=dict(seq_len=16),
-        methods=["backprop", "greedy", "chunked-2"], batch_sizes=pow2(5, 13), lrs=[1e-3, 3e-3, 1e-2],
-        seeds=[0, 1], steps=6000, examples=200_000, min_steps=100,
-        eval_every_examples=2048, train_eval_examples=1000, stop_loss=2.3, eval_examples=1000,
-        description="4-layer d=32 Transformer on pydoc text (bytes, 16-token windows); each run stops "
-                    "at training-subset loss 2.3 or its step cap"),
+        methods=["backprop", "greedy", "chunked-2"], batch_sizes=pow2(1, 9), lrs=[1e-3, 3e-3, 1e-2],
+        seeds=[0, 1], steps=12000, examples=100_000, min_steps=100,
+        eval_every_examples=512, train_eval_examples=512, stop_loss=2.3, eval_examples=1000,
+        description="4-layer d=32 Transformer on pydoc text (bytes, 16-token windows), batches of 2-512 "
+                    "windows (32-8192 tokens); each run stops at training-subset loss 2.3 or its step cap"),
     ("resnet", "cpu"): dict(
         name="resnet_cifar10_cpu", model="resnet18", dataset="cifar10", model_kwargs=dict(width=16),
         data_kwargs=dict(max_train=10000, max_test=1000), methods=["backprop", "greedy", "chunked-3"],
@@ -123,7 +123,7 @@ _ANALYSIS = {
     ("transformer", "quick"): dict(rule="eval", rules=["eval", "examples:64", "examples:256"], targets=None),
     ("resnet", "quick"): dict(rule="eval", rules=["eval", "examples:256", "examples:1024"], targets=None),
     ("mlp", "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"], targets=[1.7, 1.5, 1.35]),
-    ("transformer", "cpu"): dict(rule="eval", rules=["eval", "examples:2048", "examples:8192"],
+    ("transformer", "cpu"): dict(rule="eval", rules=["eval", "examples:512", "examples:2048"],
                                  targets=[2.8, 2.5, 2.3]),
     ("resnet", "cpu"): dict(rule="examples:640", rules=["examples:640", "examples:2560", "steps:20"], targets=None),
 }
