@@ -158,7 +158,7 @@ def paper_distance(measured: dict[int, float]) -> float:
 def summarise_ablation(S: dict, root: str | Path) -> dict[str, pd.DataFrame]:
     """Rebuild the ablation tables from every saved unit."""
     store = UnitStore(root)
-    frames, runs, layers, summary = [], [], [], []
+    frames, layers, summary = [], [], []
     for variant in S["ablation"]["variants"]:
         V = variant_settings(S, variant)
         units = [store.load(f"{variant['name']}_s{seed}") for seed in V["seeds"]
