@@ -41,6 +41,7 @@ device = "cpu"              # full: "cuda" (one worker per GPU)
 workers = 1                 # parallel sweep workers
 rule = None                 # None: the profile's target rule ("eval", "examples:W" or "steps:w")
 targets = None              # None: the profile's targets (or picked from the data)
+train_missing = True        # False: only read the points already in the store (cpu/full)
 
 # %%
 import tempfile
@@ -52,16 +53,16 @@ from paper_repro import analysis, plots, settings, sweep
 from paper_repro.notebooks import check_parameters
 
 check_parameters(dict(profile=profile, figures_dir=figures_dir, results_dir=results_dir, data_dir=data_dir,
-                      device=device, workers=workers, rule=rule, targets=targets),
+                      device=device, workers=workers, rule=rule, targets=targets, train_missing=train_missing),
                  dict(profile=str, figures_dir=str, results_dir=str, data_dir=(str, type(None)), device=str,
-                      workers=int, rule=(str, type(None)), targets=(list, type(None))))
+                      workers=int, rule=(str, type(None)), targets=(list, type(None)), train_missing=bool))
 study = "mlp"
 grid = settings.compute_grid(study, profile)
 # the quick profile always trains afresh (a temporary store); cpu/full resume their store
 root = Path(tempfile.mkdtemp()) / grid.name if profile == "quick" else Path(results_dir) / grid.name
-report = sweep.run_sweep(grid, root, workers=workers, device=device, data_dir=data_dir,
-                         threads=None if device.startswith("cuda") else 1, progress=profile != "quick")
-print(report)
+if train_missing or profile == "quick":
+    print(sweep.run_sweep(grid, root, workers=workers, device=device, data_dir=data_dir,
+                          threads=None if device.startswith("cuda") else 1, progress=profile != "quick"))
 df = sweep.load_results(root)
 reading = settings.analysis_settings(study, profile)
 rule = rule or reading["rule"]
@@ -70,7 +71,7 @@ tables = analysis.study_tables(df, targets, rule)
 model_label, data_label = plots.grid_labels(grid, "pydoc text" if grid.dataset == "text" and data_dir is None else data_dir)
 def title(what):
     return plots.figure_title(what, model=model_label, dataset=data_label, profile=profile, device=device)
-print(f"{df.point_id.nunique()} runs, {len(df)} steps recorded, "
+print(f"{df.point_id.nunique()} of {len(grid.points())} runs, {len(df)} steps recorded, "
       f"{(df.groupby('point_id').status.first() == 'diverged').sum()} diverged; rule {rule!r}, targets {targets}")
 
 # %% [markdown]
