@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from paper_repro import cli, factory
+from paper_repro import cli, factory, methods, train
 from paper_repro.blocknet import BlockNet
 from paper_repro.distributed import PipelineConfig, build_learner, data_spec, micro_batches
 from paper_repro.distributed.bench import run_pipeline
 from paper_repro.distributed.local import make_optimizer
+from user_models import small_cnn
 
 TESTS_DIR = str(Path(__file__).resolve().parent)
 SMALL = dict(micro_batch=4, micro_batches=3, steps=1, warmup_steps=1, timeout=60.0, image_size=6,
@@ -93,3 +94,19 @@ def test_bench_pipeline_takes_a_user_model(capsys):
     assert rc == 0, capsys.readouterr().err
     assert cli.main(["bench", "pipeline", "--comm-only", "--model", "user_models:nothing"]) == 2
     assert "has no function 'nothing'" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------- one process: records
+def test_records_of_a_wrapped_sequential_name_it_and_a_contradicting_config_is_refused():
+    ds = train.load_data(train.TrainConfig())
+    x, _ = ds.batch("train", torch.arange(2))
+    torch.manual_seed(0)
+    learner = methods.build(small_cnn(width=4, in_channels=1), "chunked-2", num_classes=ds.num_classes, example=x)
+    with pytest.raises(ValueError, match=r"config model='mlp' contradicts the learner given, whose model is "
+                                         r"'sequential'; set model='sequential' or model=None"):
+        train.train(train.TrainConfig(steps=2, method=None, progress=False), data=ds, learner=learner)
+    result = train.train(train.TrainConfig(model=None, method=None, steps=3, eval_every=0, eval_examples=32,
+                                           progress=False), data=ds, learner=learner)
+    s = result.summary()
+    assert (s["model"], s["method"], s["steps"]) == ("sequential", "chunked-2", 3)
+    assert list(result.records.columns[:4]) == ["step", "examples", "loss_0", "loss_1"]
