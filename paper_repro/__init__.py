@@ -2,11 +2,14 @@
 (Laskin, Metz et al., arXiv:2012.03837).
 
 Where things are: :mod:`.settings` (every study's quick | cpu | full settings), :mod:`.data`,
+:mod:`.blocknet` (the block-structured net, and wrapping your own ``nn.Sequential``),
 :mod:`.models`, :mod:`.methods`, :mod:`.train`, :mod:`.cost`, :mod:`.sweep` (grids of runs),
 :mod:`.analysis` (tables of the compute study), :mod:`.probes` (gradient cosine, CKA,
 filters, random labels), :mod:`.distributed` (the multi-process pipeline), :mod:`.plots`
-(every figure), :mod:`.notebooks` (the Papermill runner) and :mod:`.cli` (the
-``paper-repro`` command). Imports of these modules go one way; ``tests/test_imports.py``
-fails on a cycle.
+(every figure), :mod:`.estimate` (predicted pipeline speedup, bytes and memory of any net),
+:mod:`.factory` (models named ``package.module:function``), :mod:`.notebooks` (the Papermill
+runner), :mod:`.cli` (the ``paper-repro`` parser, torch-free) with :mod:`.commands` (what each
+command does) and :mod:`.signals` (SIGTERM handled like Ctrl-C). Imports of these modules go
+one way; ``tests/test_imports.py`` fails on a cycle.
 """
 __version__ = "0.1.0"
