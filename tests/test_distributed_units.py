@@ -266,3 +266,17 @@ def test_best_of_rounds_keeps_each_components_minimum_after_the_warm_up_round_in
     # the warm-up round (first values, here the smallest of task 1) is not kept
     assert timing.best_of_rounds([task(0), task(1)], reps=2) == [(3.0, 1.0), (6.0, 2.0)]
     assert calls == [0, 1, 0, 1, 0, 1]
+
+
+def test_pipelined_backprop_is_cut_for_one_optimizer_step_per_step(monkeypatch):
+    seen = []
+
+    def fake_times(learner, spec, c, reps=5):
+        seen.append(c.update_every)
+        return {"compute": [1.0] * 4, "head": [0.0] * 4, "send": [0.0] * 4}
+    monkeypatch.setattr(timing, "module_times", fake_times)
+    common = dict(model="mlp", model_kwargs={"depth": 4, "width": 8}, image_size=4, stages=2, micro_batches=8)
+    for schedule, every in (("local", 1), ("local", 4), ("1f1b", 1), ("zbv", 1)):
+        run.prepare(PipelineConfig(schedule=schedule, update_every=every, balance="time", block_split=[1, 2, 3],
+                                   **common))
+    assert seen == [1, 4, 8, 8]

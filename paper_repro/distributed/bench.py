@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 
 from .launch import launch
-from .run import prepare
+from .run import prepare, timed_update_every
 from .config import MULTI_STAGE, PipelineConfig
 from .inputs import label_info
 from .split import boundary_records, stage_boundaries
@@ -38,7 +38,7 @@ def run_pipeline(configs: PipelineConfig | list[PipelineConfig], *, timeout: flo
         cfg.validate()
         multi = cfg.schedule in MULTI_STAGE
         key = (cfg.model, str(cfg.model_kwargs), cfg.method, cfg.stages, cfg.dp, str(cfg.split), cfg.balance,
-               cfg.dtype, cfg.image_size, cfg.dataset, cfg.micro_batch, cfg.update_every, cfg.optimizer,
+               cfg.dtype, cfg.image_size, cfg.dataset, cfg.micro_batch, timed_update_every(cfg), cfg.optimizer,
                str(cfg.block_split), multi and cfg.micro_batches, multi)
         if key not in cuts:
             probe = dataclasses.replace(cfg)

@@ -12,6 +12,7 @@ after the other in the same processes (start-up is paid once).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -47,26 +48,34 @@ def _measured(ctx: comm.Context | None, key: str, measure) -> list[int]:
     return json.loads(ctx.store.get(key))
 
 
+def timed_update_every(cfg: PipelineConfig) -> int:
+    """The optimizer steps per micro-batch a measured cut assumes: the local schedule's own;
+    every other schedule steps once per step, so it is cut like ``local/M``."""
+    return cfg.update_every if cfg.schedule == "local" else cfg.micro_batches
+
+
 def prepare(cfg: PipelineConfig, ctx: comm.Context | None = None, key: str = "split"):
     """(data set, spec, learner, block infos, plan) for ``cfg``: the same in every process.
 
     With ``balance="time"`` and no explicit split, the cut comes from timing: without a
     ``method``, the local method becomes ``chunked@...``, one chunk per stage cut by measured
     time (:func:`.timing.chunk_split`, stored into ``cfg.method``); a method with more modules
-    than stages is cut by timing its modules (:func:`.timing.time_split`). A
+    than stages is cut by timing its modules (:func:`.timing.time_split`). The pipelined-backprop
+    schedules get the cut of ``local/M`` (one optimizer step per step, as they take). A
     two-stages-per-process schedule without ``block_split``
     also times the blocks (:func:`.timing.block_split`, stored into ``cfg.block_split``). In a
     pipeline (``ctx`` given) rank 0 measures and shares the result through the store under
     ``key``, so every process plans the same cut."""
     ds, spec = data_spec(cfg)
+    timed = dataclasses.replace(cfg, update_every=timed_update_every(cfg))
     if cfg.method is None and cfg.split is None and cfg.balance == "time" and cfg.stages > 1:
-        starts = _measured(ctx, key + "/chunks", lambda: chunk_split(cfg, spec))
+        starts = _measured(ctx, key + "/chunks", lambda: chunk_split(timed, spec))
         cfg.method = "chunked@" + ",".join(str(b) for b in starts)
     learner = build_learner(cfg, spec)
     infos = boundary_info(learner, spec, DTYPES[cfg.dtype])
     split = cfg.split
     if split is None and cfg.balance == "time" and cfg.stages < learner.num_modules:
-        split = _measured(ctx, key, lambda: time_split(learner, spec, cfg))
+        split = _measured(ctx, key, lambda: time_split(learner, spec, timed))
     if cfg.schedule in MULTI_STAGE and cfg.block_split is None:
         if cfg.balance == "time":
             cfg.block_split = _measured(ctx, key + "/blocks", lambda: block_split(learner, spec, cfg, 2 * cfg.stages))
