@@ -8,6 +8,12 @@ time; text is one int64 vector of token ids, cut into windows on demand.
     imagenet  an ImageFolder tree train/<class>/*, val/<class>/*
     text      byte- or char-level tokens of any text file (default: Python's pydoc topics)
 
+Where the files come from on a GPU server: CIFAR-10 is fetched with torchvision's
+downloader into ``data_dir`` when ``download=True`` and it is not there yet; ImageNet and a
+large text corpus (an LM1B-style file) cannot be fetched and are named paths. :func:`locate`
+checks that a data set's files are present and readable without decoding them (and is the
+one place a missing CIFAR-10 is downloaded, so a batch of workers can call it once first).
+
 Decoding an ImageFolder tree is slow, so the decoded tensors are cached as a ``.pt`` file
 (in ``<data_dir>/.paper_repro_cache/`` when that folder is writable, else in
 ``$PAPER_REPRO_CACHE_DIR`` or ``~/.cache/paper_repro/``); the second load reads the cache.
@@ -27,6 +33,7 @@ from typing import Iterator
 import numpy as np
 import torch
 import torch.nn.functional as F
+import torchvision
 from tqdm.auto import tqdm
 
 IMAGE_DATASETS = ("digits", "cifar10", "imagenet")
@@ -36,15 +43,20 @@ SPLITS = ("train", "test")
 TEXT_LEVELS = ("byte", "char")
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".webp", ".gif", ".tif", ".tiff")
 CACHE_VERSION = 1
+CIFAR_FILES = tuple(f"data_batch_{i}" for i in range(1, 6)) + ("test_batch",)
 
+DOWNLOADABLE = ("cifar10",)
 HINTS = {
-    "cifar10": "download CIFAR-10 (python version) from https://www.cs.toronto.edu/~kriz/cifar.html and "
-               "point --data-dir at it, or pass --download, or point --data-dir at an ImageFolder tree "
-               "train/<class>/*.jpg, test/<class>/*.jpg",
+    "cifar10": "pass --download (download=True in Python and the notebooks) to fetch it into --data-dir "
+               "with torchvision, or download CIFAR-10 (python version) from "
+               "https://www.cs.toronto.edu/~kriz/cifar.html and point --data-dir at it, or point --data-dir "
+               "at an ImageFolder tree train/<class>/*.jpg, test/<class>/*.jpg",
     "imagenet": "point --data-dir at an ImageFolder tree train/<class>/*.JPEG, val/<class>/*.JPEG "
-                "(ImageNet from https://image-net.org, validation images sorted into class folders)",
-    "text": "point --data-dir at a text file, or at a folder with train.txt (and optional test.txt), "
-            "or leave it out to use the built-in corpus (Python's pydoc topics)",
+                "(ImageNet from https://image-net.org, validation images sorted into class folders; "
+                "its license allows no automatic download)",
+    "text": "point --data-dir at a text file (e.g. the LM1B training text for the full profile), or at a "
+            "folder with train.txt (and optional test.txt), or leave it out to use the built-in corpus "
+            "(Python's pydoc topics)",
 }
 
 
@@ -185,8 +197,7 @@ def load(name: str, data_dir: str | os.PathLike | None = None, *, seq_len: int =
     (text); ``seed`` picks the digits split, those subsets and the stored order of
     ImageFolder images. ``image_size`` resizes (shorter side) and center-crops images;
     ``data_dir`` is ignored for digits."""
-    if name not in DATASETS:
-        raise ValueError(f"unknown data set {name!r}; valid: {', '.join(DATASETS)}")
+    _check_name_and_download(name, download)
     for key, value in (("max_train", max_train), ("max_test", max_test), ("image_size", image_size)):
         if value is not None:
             _check_positive(key, value)
@@ -210,6 +221,80 @@ def load(name: str, data_dir: str | os.PathLike | None = None, *, seq_len: int =
     return DataSet(name=name, kind="image", x_train=x_tr, y_train=y_tr, x_test=x_te, y_test=y_te,
                    num_classes=len(classes), input_shape=tuple(x_tr.shape[1:]), mean=mean, std=std,
                    source=source, classes=list(classes))
+
+
+def _check_name_and_download(name, download):
+    if name not in DATASETS:
+        raise ValueError(f"unknown data set {name!r}; valid: {', '.join(DATASETS)}")
+    if download and name not in DOWNLOADABLE:
+        raise DataError(f"download=True: {name} cannot be downloaded automatically (only "
+                        f"{', '.join(DOWNLOADABLE)} can); {HINTS.get(name, 'it is built in')}")
+
+
+def locate(name: str, data_dir: str | os.PathLike | None = None, *, download: bool = False) -> Path | None:
+    """The folder or file ``load(name, data_dir)`` reads, checked to be present and readable
+    without decoding it (one file is opened); ``None`` for the built-in data (digits, and text
+    without ``data_dir``). With ``download=True`` a missing CIFAR-10 is fetched into ``data_dir``
+    first. Raises DataError naming the path tried and how to get the data."""
+    _check_name_and_download(name, download)
+    if name == "digits" or (name == "text" and data_dir is None):
+        return None
+    if name == "text":
+        path = Path(data_dir).expanduser()
+        if not path.exists():
+            raise DataError(f"text path {path} does not exist; {HINTS['text']}")
+        if path.is_dir():
+            if not (path / "train.txt").is_file():
+                raise DataError(f"no train.txt in {path}; {HINTS['text']}")
+            _check_readable(path / "train.txt", name)
+        else:
+            _check_readable(path, name)
+        return path
+    if name == "cifar10":
+        if data_dir is None and not download:
+            raise DataError(f"cifar10 needs a data directory (none given); {HINTS['cifar10']}")
+        root = Path(data_dir if data_dir is not None else "data").expanduser()
+        folder = _cifar_pickle_folder(root)
+        if folder is not None:
+            for f in CIFAR_FILES:
+                if not (folder / f).is_file():
+                    raise DataError(f"missing CIFAR-10 batch file {folder / f}; {HINTS['cifar10']}")
+            _check_readable(folder / "test_batch", name)
+            return folder
+        if (root / "train").is_dir():
+            return _check_imagefolder(name, root, ("test", "val"))
+        if download:
+            _download_cifar10(root)
+            return locate(name, root / "cifar-10-batches-py")
+        _existing_dir(name, root)  # raises for a missing or empty folder
+        raise DataError(f"no CIFAR-10 found in {root}: expected cifar-10-batches-py/data_batch_1..5 + "
+                        f"test_batch or an ImageFolder tree train/<class>/*; {HINTS['cifar10']}")
+    return _check_imagefolder(name, _existing_dir(name, data_dir), ("val", "test"))
+
+
+def _check_readable(path: Path, name: str):
+    try:
+        with open(path, "rb") as f:
+            f.read(1)
+    except OSError as e:
+        raise DataError(f"cannot read {path} ({e}); {HINTS[name]}") from e
+
+
+def _check_imagefolder(name, root: Path, test_names) -> Path:
+    """train/ and a test folder, each with a class folder holding a readable image."""
+    if not (root / "train").is_dir():
+        raise DataError(f"no train/ folder in {root}; {HINTS[name]}")
+    test_dir = next((root / t for t in test_names if (root / t).is_dir()), None)
+    if test_dir is None:
+        raise DataError(f"no {' or '.join(t + '/' for t in test_names)} folder in {root}; {HINTS[name]}")
+    for split_dir in (root / "train", test_dir):
+        image = next((Path(e.path) for c in os.scandir(split_dir) if c.is_dir() and not c.name.startswith(".")
+                      for e in os.scandir(c.path) if e.name.lower().endswith(IMAGE_EXTENSIONS)), None)
+        if image is None:
+            raise DataError(f"no images ({', '.join(IMAGE_EXTENSIONS)}) in the class folders of {split_dir}; "
+                            f"{HINTS[name]}")
+        _check_readable(image, name)
+    return root
 
 
 def _check_positive(key, value):
@@ -246,32 +331,30 @@ def _balanced_subset(labels: np.ndarray, k: int | None, seed: int) -> np.ndarray
 
 
 # -- CIFAR-10 -------------------------------------------------------------------------------
+def _cifar_pickle_folder(root: Path) -> Path | None:
+    """``root`` or ``root/cifar-10-batches-py``, whichever holds the official pickles."""
+    return next((f for f in (root, root / "cifar-10-batches-py") if (f / "data_batch_1").is_file()), None)
+
+
 def _load_cifar10(data_dir, download, max_train, max_test, image_size, seed):
-    if data_dir is None and not download:
-        raise DataError(f"cifar10 needs a data directory (none given); {HINTS['cifar10']}")
-    root = Path(data_dir if data_dir is not None else "data").expanduser()
-    for folder in (root, root / "cifar-10-batches-py"):
-        if (folder / "data_batch_1").is_file():
-            return _load_cifar_pickles(folder, max_train, max_test, seed)
-    if (root / "train").is_dir():
-        return _load_imagefolder("cifar10", root, ("test", "val"), max_train, max_test,
-                                 image_size or 32, 1.0, seed)
-    if download:
-        _download_cifar10(root)
-        return _load_cifar_pickles(root / "cifar-10-batches-py", max_train, max_test, seed)
-    _existing_dir("cifar10", root)  # raises for a missing or empty folder
-    raise DataError(f"no CIFAR-10 found in {root}: expected cifar-10-batches-py/data_batch_1..5 + test_batch "
-                    f"or an ImageFolder tree train/<class>/*; {HINTS['cifar10']}")
+    found = _cifar_pickle_folder(Path(data_dir).expanduser()) if data_dir is not None else None
+    folder = found or locate("cifar10", data_dir, download=download)
+    if (folder / "data_batch_1").is_file():  # the reader names a missing or corrupt batch file
+        return _load_cifar_pickles(folder, max_train, max_test, seed)
+    return _load_imagefolder("cifar10", folder, ("test", "val"), max_train, max_test, image_size or 32, 1.0, seed)
 
 
 def _download_cifar10(root: Path):
-    import torchvision
+    """torchvision's downloader: fetch the archive, check its MD5, unpack cifar-10-batches-py/."""
     try:
         root.mkdir(parents=True, exist_ok=True)
         for train in (True, False):
             torchvision.datasets.CIFAR10(root=str(root), train=train, download=True)
     except Exception as e:  # network, disk, checksum: all end the same way
-        raise DataError(f"downloading CIFAR-10 into {root} failed ({e}); {HINTS['cifar10']}") from e
+        url = torchvision.datasets.CIFAR10.url
+        raise DataError(f"downloading CIFAR-10 from {url} into {root} failed ({type(e).__name__}: {e}); "
+                        f"check the network and free space, or fetch that archive by hand and unpack it "
+                        f"into {root}") from e
 
 
 def _read_cifar_pickle(path: Path):
