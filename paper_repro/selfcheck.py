@@ -66,12 +66,17 @@ class Skip(Exception):
 def environment(device: str) -> dict:
     n = torch.cuda.device_count() if torch.cuda.is_available() else 0
     out = {"torch": torch.__version__, "cuda_build": torch.version.cuda, "cuda_devices": n,
-           "nccl": ".".join(map(str, torch.cuda.nccl.version())) if n else None,
+           "nccl": _nccl_version() if n else None,
            "devices": [torch.cuda.get_device_name(i) for i in range(n)]}
     if device == "cuda" and n == 0:
         raise RuntimeError(f"device 'cuda' asked for but torch {torch.__version__} (CUDA {torch.version.cuda}) "
                            f"sees no GPU; check the NVIDIA driver (>= 580 for CUDA 13) or docker run --gpus all")
     return out
+
+
+def _nccl_version() -> str:
+    v = torch.cuda.nccl.version()
+    return ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
 
 
 def overhead(device: str) -> dict:
@@ -83,13 +88,19 @@ def overhead(device: str) -> dict:
     return {k: r[k] for k in ("ratio", "ratio_min", "ratio_max", "plain_s", "learner_s", "repeats", "device")}
 
 
+def pipeline_configs(device: str, stages: int) -> list[PipelineConfig]:
+    """The local pipeline, and with 2+ stages the 1F1B-with-recomputation baseline, on an MLP
+    deep enough for one local module (two blocks) per stage."""
+    common = dict(model="mlp", model_kwargs=dict(depth=max(4, 2 * stages), width=1024), stages=stages,
+                  micro_batch=64, micro_batches=max(4, stages), steps=2, warmup_steps=1, device=device,
+                  timeout=60.0, init_timeout=60.0)
+    schedules = ["local"] + (["1f1b-recompute"] if stages >= 2 else [])
+    return [PipelineConfig(schedule=s, **common) for s in schedules]
+
+
 def pipeline(device: str) -> dict:
     stages = 2 if device == "cpu" else torch.cuda.device_count()
-    common = dict(model="mlp", model_kwargs=dict(depth=4, width=1024), stages=stages, micro_batch=64,
-                  micro_batches=4, steps=2, warmup_steps=1, device=device, timeout=60.0, init_timeout=60.0)
-    schedules = ["local"] + (["1f1b-recompute"] if stages >= 2 else [])
-    records = run_pipeline([PipelineConfig(schedule=s, **common) for s in schedules], timeout=240,
-                           progress=False)
+    records = run_pipeline(pipeline_configs(device, stages), timeout=240, progress=False)
     numbers = {"backend": "gloo" if device == "cpu" else "nccl", "stages": stages}
     for r in records:
         if not (r["samples_per_s"] and r["samples_per_s"] > 0):

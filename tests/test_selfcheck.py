@@ -1,12 +1,14 @@
 """The GPU self-check, run here on CPU: every piece that can run without a GPU runs for
 real (gloo processes for the pipeline), and the report machinery (one process per piece,
 time limits, JSON) is exercised end to end."""
+import dataclasses
 import json
 
 import pytest
 import torch
 
 from paper_repro import selfcheck
+from paper_repro.distributed.run import prepare
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -81,3 +83,14 @@ def test_command_writes_the_report_and_times_out_pieces(tmp_path, capsys):
         selfcheck.selfcheck("cpu", pieces=["gpu-burn"])
     with pytest.raises(ValueError, match="unknown device 'tpu'"):
         selfcheck.selfcheck("tpu")
+
+
+@pytest.mark.parametrize("stages", [1, 2, 4, 8])
+def test_pipeline_configs_fit_any_number_of_gpus(stages):
+    """What the pipeline piece would launch on 1, 2, 4 or 8 GPUs is a valid cut (checked on CPU)."""
+    configs = selfcheck.pipeline_configs("cuda", stages)
+    assert [c.schedule for c in configs] == ["local"] + (["1f1b-recompute"] if stages > 1 else [])
+    for cfg in configs:
+        assert cfg.device == "cuda" and cfg.validate() is cfg
+        plan = prepare(dataclasses.replace(cfg, device="cpu"))[4]
+        assert len(plan.modules) == stages

@@ -6,6 +6,7 @@ exactly the locked minor release, and the environment running these tests must b
 locked one. Every checker is also fed a planted disagreement, so a parser that silently
 finds nothing cannot pass.
 """
+import fnmatch
 import re
 from importlib import metadata
 from pathlib import Path
@@ -287,3 +288,21 @@ def test_lock_parser_rejects_anything_but_exact_pins():
         "torch": "2.14.1", "scikit-learn": "1.9.1"}
     with pytest.raises(ValueError, match="numpy>=2"):
         parse_lock("numpy>=2\n")
+
+
+def test_dockerignore_keeps_what_the_image_needs():
+    """The build context keeps the lock, the project's metadata, code and notebooks; the folders
+    that are mounted at run time stay out."""
+    patterns = [p.rstrip("/") for p in (ROOT / ".dockerignore").read_text().split()
+                if p and not p.startswith("#")]
+
+    def ignored(path):
+        return any(fnmatch.fnmatch(path, p) or path.startswith(p + "/") for p in patterns)
+
+    needed = [LOCK, "pyproject.toml", "README.md", "paper_repro/__init__.py", "paper_repro/distributed/run.py",
+              "notebooks/00_quickstart.ipynb"]
+    assert [p for p in needed if ignored(p)] == []
+    assert all(ignored(p) for p in ("results/x", "figures/x.png", "out/notebooks/x.ipynb", "data/x", ".venv"))
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    for volume in ("/app/results", "/app/figures", "/app/out"):
+        assert volume in dockerfile
