@@ -293,8 +293,8 @@ def test_lock_parser_rejects_anything_but_exact_pins():
 def test_dockerignore_keeps_what_the_image_needs():
     """The build context keeps the lock, the project's metadata, code and notebooks; the folders
     that are mounted at run time stay out."""
-    patterns = [p.rstrip("/") for p in (ROOT / ".dockerignore").read_text().split()
-                if p and not p.startswith("#")]
+    lines = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()]
+    patterns = [line.rstrip("/") for line in lines if line and not line.startswith("#")]
 
     def ignored(path):
         return any(fnmatch.fnmatch(path, p) or path.startswith(p + "/") for p in patterns)
