@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export MPLBACKEND := Agg
 
-.PHONY: all venv .venv figures test test-unit test-notebooks lab help lock
+.PHONY: all venv .venv figures test test-unit test-notebooks lab help lock selfcheck
 all: test
 
 help:
@@ -14,6 +14,7 @@ help:
 	@echo "make test      unit tests, then the notebooks under pytest --nbval-lax"
 	@echo "make lab       open the notebooks in JupyterLab"
 	@echo "make lock      re-resolve requirements.lock from pyproject.toml"
+	@echo "make selfcheck the GPU self-check (DEVICE=cpu to try it without a GPU), report in out/"
 
 # The environment: exactly the versions in requirements.lock (the same file CI, the Docker
 # image and environment.yml install), then the project itself without resolving anything
@@ -74,3 +75,9 @@ test-notebooks: $(STAMP)
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks/
+
+# The self-check of a GPU server (each piece in its own process, at most 10 minutes).
+DEVICE ?= cuda
+selfcheck: $(STAMP)
+	mkdir -p out
+	$(PY) -m paper_repro.selfcheck --device $(DEVICE) --json out/selfcheck.json --time-limit 600
