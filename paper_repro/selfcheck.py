@@ -9,10 +9,11 @@ check), bounded by its share of ``--time-limit``; the report holds, per piece, `
 * ``environment``  torch, CUDA and the devices seen.
 * ``overhead``     the learner's backprop step vs a hand-written loop on the device
                    (:func:`paper_repro.bench.overhead`); the median time ratio.
-* ``pipeline``     the local pipeline and the pipelined-backprop baseline (1F1B with
-                   recomputation) as processes, one stage per process: gloo on CPU (2 stages),
-                   nccl on CUDA with one stage per GPU. NCCL allows one process per GPU, so on a
-                   single GPU the local pipeline runs as one stage and the baseline is skipped.
+* ``pipeline``     the local pipeline as processes, one stage per process: gloo on CPU
+                   (2 stages), nccl on CUDA with one stage per GPU; throughput and busy time.
+* ``baseline``     in the same launch, the pipelined-backprop baseline (1F1B with
+                   recomputation). NCCL allows one process per GPU and 1F1B needs 2 stages, so
+                   on a single GPU the local pipeline runs as one stage and this is skipped.
 * ``memory``       per stage of that local pipeline: the allocator's measured peak
                    (``cuda.max_memory_allocated``) against the CPU accounting of the same stage
                    (saved-for-backward + parameters + gradients + optimizer state); passes when
@@ -46,8 +47,8 @@ from .distributed.bench import run_pipeline
 from .distributed.stages import PipelineConfig
 
 DEVICES = ("cpu", "cuda")
-PIECES = ("environment", "overhead", "pipeline", "memory", "bf16", "notebook")
-RUNS = ("environment", "overhead", "pipeline", "bf16", "notebook")  # memory reads the pipeline's run
+PIECES = ("environment", "overhead", "pipeline", "baseline", "memory", "bf16", "notebook")
+RUNS = ("environment", "overhead", "pipeline", "bf16", "notebook")  # baseline, memory: the pipeline's run
 SHARE = {"environment": 0.05, "overhead": 0.1, "pipeline": 0.4, "bf16": 0.1, "notebook": 0.35}
 MEMORY_RATIO = (0.5, 4.0)
 NOTEBOOK = "01_mlp_compute_efficiency"  # a quick-profile notebook with a ``device`` parameter
@@ -108,10 +109,22 @@ def pipeline(device: str) -> dict:
         numbers[r["schedule"]] = {"samples_per_s": r["samples_per_s"],
                                   "busy_fraction_per_stage": r["busy_fraction_per_stage"],
                                   "memory_per_stage": r["memory_per_stage"]}
-    if stages < 2:
-        raise Skip("NCCL allows one process per GPU and 1F1B needs 2 stages: the pipelined-backprop "
-                   "baseline needs 2 or more GPUs (the local pipeline ran as one stage)", numbers)
     return numbers
+
+
+def baseline(pipeline_result: dict) -> dict:
+    """The pipelined-backprop baseline's piece, read from the pipeline's run."""
+    numbers = pipeline_result["numbers"]
+    result = {"piece": "baseline", "status": "pass", "seconds": 0.0,
+              "numbers": {"1f1b-recompute": numbers.get("1f1b-recompute")}, "error": None}
+    if numbers.get("1f1b-recompute") is not None:
+        return result
+    if pipeline_result["status"] == "fail":
+        reason = f"the pipeline run it is part of failed ({pipeline_result['error']})"
+    else:
+        reason = (f"1F1B needs 2 stages and NCCL allows one process per GPU: {numbers.get('stages')} "
+                  f"GPU(s) here, so only the local pipeline ran (as one stage)")
+    return dict(result, status="skip", numbers={}, error=reason)
 
 
 def memory(pipeline_result: dict, device: str) -> dict:
@@ -208,7 +221,7 @@ def selfcheck(device: str = "cuda", time_limit: float = 600, pieces=PIECES, json
     if not time_limit > 0:
         raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
     deadline = time.monotonic() + time_limit
-    runs = [p for p in RUNS if p in pieces or (p == "pipeline" and "memory" in pieces)]
+    runs = [p for p in RUNS if p in pieces or (p == "pipeline" and {"baseline", "memory"} & set(pieces))]
     results, share_left = {}, sum(SHARE[p] for p in runs)
     for name in runs:
         left = deadline - time.monotonic()
@@ -216,6 +229,7 @@ def selfcheck(device: str = "cuda", time_limit: float = 600, pieces=PIECES, json
         share_left -= SHARE[name]
         results[name] = _in_subprocess(name, device, limit)
         if name == "pipeline":
+            results["baseline"] = baseline(results["pipeline"])
             results["memory"] = memory(results["pipeline"], device)
     ordered = [results[p] for p in PIECES if p in pieces]
     if echo:

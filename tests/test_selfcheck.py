@@ -35,6 +35,10 @@ def test_pipeline_and_memory_with_gloo():
     assert n["backend"] == "gloo" and n["stages"] == 2
     for schedule in ("local", "1f1b-recompute"):
         assert n[schedule]["samples_per_s"] > 0 and len(n[schedule]["memory_per_stage"]) == 2
+    assert selfcheck.baseline(r)["status"] == "pass"
+    one_gpu = dict(r, numbers={k: v for k, v in n.items() if k != "1f1b-recompute"} | {"stages": 1})
+    skipped = selfcheck.baseline(one_gpu)
+    assert skipped["status"] == "skip" and "1 GPU(s) here" in skipped["error"]
     mem = selfcheck.memory(r, "cpu")
     assert mem["status"] == "skip" and "allocator" in mem["error"]
     stages = mem["numbers"]["stages"]
