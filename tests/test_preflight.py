@@ -1,4 +1,5 @@
 """Preflight: each check finds its problem in seconds, and the plan is the cost model's count."""
+import re
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,22 @@ def test_full_plan_uses_paper_scale_shapes():
     assert by_nb["01_mlp_compute_efficiency"].grid == profiles.compute_grid("mlp", "full")
     labels = [w for w in preflight.workloads("full") if w.notebook == "07_random_labels"]
     assert [w.grid.steps for w in labels] == [100 * 391, 100 * 391]  # 100 epochs of 50,000 / 128
+
+
+def test_readme_cost_table_is_what_the_plan_computes():
+    """The README's expected-cost table is the full plan at the default assumed rate, rounded."""
+    text = (ROOT / "README.md").read_text()
+    rows = re.findall(r"^\| (\d\d_\w+|total)[^|]*\| ([0-9.e+]+) \| ([<0-9. ]+) \|$", text, re.M)
+    assert len(rows) == 8, rows  # seven trained notebooks and the total
+    table = preflight.plan("full")
+    sums = table.groupby("notebook")[["flops", "gpu_hours"]].sum()
+    for notebook, flops, hours in rows:
+        assert float(flops) == float(f"{sums.loc[notebook, 'flops']:.3g}"), notebook
+        want = sums.loc[notebook, "gpu_hours"]
+        assert hours.strip() == "< 0.01" if want < 0.01 else abs(float(hours) - want) < 0.05, notebook
+    m = re.search(r"resnet-imagenet`, not part of the notebook\s+batch\) adds ([0-9.e+]+) FLOPs, ([0-9.]+) GPU-hours",
+                  text)
+    with torch.device("meta"):
+        imagenet = profiles.grid_flops(profiles.compute_grid("resnet-imagenet", "full"), (3, 224, 224), 1000)
+    assert m and float(m.group(1)) == float(f"{imagenet['flops']:.3g}")
+    assert abs(float(m.group(2)) - imagenet["flops"] / preflight.DEFAULT_SUSTAINED_FLOPS / 3600) < 0.05
