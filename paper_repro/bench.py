@@ -11,18 +11,12 @@ The *learner* side is the body of :func:`paper_repro.train.train`'s loop with me
 .backward()``, ``opt.step()``. Repetitions are interleaved (plain, learner, learner,
 plain, ...) so drifts in machine load hit both alike; the reported ratio is the median
 over repetitions of learner time / plain time. The goal is a ratio <= 1.05.
-
-``bench`` is a command group: this module registers ``overhead`` and, when
-``paper_repro.distributed.bench`` exists and has ``add_cli``, lets it register more
-(``bench pipeline``).
 """
 from __future__ import annotations
 
 import copy
-import importlib
 import json
 import statistics
-import sys
 import time
 
 import torch
@@ -30,7 +24,6 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from . import methods, models, train
-from .cli import _json_dict
 
 DEFAULT_SHAPES = {"mlp": dict(depth=4, width=1024, in_dim=3072), "transformer": dict(d_model=128, n_layers=4),
                   "resnet18": dict(width=16)}
@@ -148,66 +141,11 @@ def overhead(model: str = "mlp", model_kwargs: dict | None = None, batch_size: i
     return summarize()
 
 
-# ------------------------------------------------------------------------------- CLI
-def add_cli(subparsers):
-    """Register ``bench`` with subcommand ``overhead`` (and ``pipeline`` from
-    ``paper_repro.distributed.bench`` when that module provides ``add_cli``)."""
-    bench = subparsers.add_parser("bench", help="benchmarks: learner overhead, pipeline throughput")
-    sub = bench.add_subparsers(dest="bench_command", metavar="{overhead,...}")
-    sub.required = True
-    p = sub.add_parser("overhead", help="time a backprop step of the learner against a plain PyTorch loop")
-    p.add_argument("--model", default="mlp", choices=models.MODELS)
-    p.add_argument("--model-kwargs", type=_json_dict, default={}, help='JSON, e.g. \'{"depth": 8, "width": 2048}\'')
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--steps", type=int, default=10, help="steps per timed repetition")
-    p.add_argument("--repeats", type=int, default=15, help="interleaved repetitions per side")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: unchanged)")
-    p.add_argument("--max-ratio", type=float, default=None,
-                   help="exit with status 1 when the median ratio is above this (e.g. 1.05)")
-    p.add_argument("--no-progress", action="store_true")
-    p.set_defaults(func=_cmd_overhead)
-    try:
-        dist_bench = importlib.import_module("paper_repro.distributed.bench")
-    except ModuleNotFoundError as err:
-        if err.name not in ("paper_repro.distributed.bench", "paper_repro.distributed"):
-            raise
-        dist_bench = None
-    if dist_bench is not None and hasattr(dist_bench, "add_cli"):
-        dist_bench.add_cli(sub)
-    return bench
-
-
-def _cmd_overhead(args) -> int:
-    if not isinstance(args.model_kwargs, dict):
-        raise ValueError(f"--model-kwargs must be a JSON object, got {args.model_kwargs!r}")
-    train.check_device(args.device)
-    if args.threads is not None:
-        if args.threads < 1:
-            raise ValueError(f"--threads must be a positive integer, got {args.threads!r}")
-        torch.set_num_threads(args.threads)
-    try:
-        r = overhead(args.model, args.model_kwargs, args.batch_size, args.steps, args.repeats, device=args.device,
-                     progress=not getattr(args, "no_progress", False))
-    except BenchInterrupted as stop:
-        if stop.partial is not None:
-            _print_overhead(stop.partial)
-        print(f"interrupted: {stop}" + ("; the numbers above are from those" if stop.partial else
-                                        "; nothing measured yet"), file=sys.stderr)
-        return 130
-    except KeyboardInterrupt:  # while building the model or warming up
-        print("interrupted before timing started: nothing measured", file=sys.stderr)
-        return 130
-    _print_overhead(r)
-    if args.max_ratio is not None and r["ratio"] > args.max_ratio:
-        print(f"ratio {r['ratio']:.3f} is above --max-ratio {args.max_ratio}")
-        return 1
-    return 0
-
-
-def _print_overhead(r: dict) -> None:
-    print(f"model {r['model']} {json.dumps(r['model_kwargs'])}, batch {r['batch_size']}, device {r['device']}, "
-          f"{r['repeats']} interleaved repetitions of {r['steps']} steps, {torch.get_num_threads()} threads")
-    print(f"plain PyTorch loop   {1e3 * r['plain_s']:9.3f} ms/step (median)")
-    print(f"learner (backprop)   {1e3 * r['learner_s']:9.3f} ms/step (median)")
-    print(f"ratio learner/plain  {r['ratio']:9.3f}  (median; range {r['ratio_min']:.3f}-{r['ratio_max']:.3f})")
+def format_overhead(r: dict) -> str:
+    """The summary of :func:`overhead` as four lines of text."""
+    return "\n".join([
+        f"model {r['model']} {json.dumps(r['model_kwargs'])}, batch {r['batch_size']}, device {r['device']}, "
+        f"{r['repeats']} interleaved repetitions of {r['steps']} steps, {torch.get_num_threads()} threads",
+        f"plain PyTorch loop   {1e3 * r['plain_s']:9.3f} ms/step (median)",
+        f"learner (backprop)   {1e3 * r['learner_s']:9.3f} ms/step (median)",
+        f"ratio learner/plain  {r['ratio']:9.3f}  (median; range {r['ratio_min']:.3f}-{r['ratio_max']:.3f})"])

@@ -16,9 +16,9 @@ runs *inside that module*::
     critical_path_flops  = max_m c_m                      (backprop: M = 1, so c_0)
     fill_flops           = sum_{m=1}^{M-1} sum_{b in B_{m-1}, b <= in(m)} F(b)
 
-``in(m)`` is the block whose output feeds module ``m``. The ideal machine of PAPER.md has
-one device per local module, unlimited data parallelism inside a device (the batch size
-does not change time) and free communication. A step of backprop is one forward and
+``in(m)`` is the block whose output feeds module ``m``. The ideal machine of the paper
+(``docs/paper.md``) has one device per local module, unlimited data parallelism inside a
+device (the batch size does not change time) and free communication. A step of backprop is one forward and
 backward through everything; the local modules run as a pipeline whose steady-state step
 is its slowest stage, and whose first batch reaches the last module after the forward
 passes of the modules before it (``fill_flops``, paid once per run). Hence, after
@@ -79,13 +79,9 @@ def module_costs(learner: Learner, x: torch.Tensor, y: torch.Tensor) -> pd.DataF
     n = x.shape[0]
     rows = []
     with torch.no_grad():
-        acts = {-1: x}
-        h = x
-        for b, block in enumerate(learner.net.blocks):
-            h = block(h)
-            acts[b] = h
+        inputs = [run.h_in for run in learner.run_modules(x, y)]
     for m, blocks in enumerate(learner.module_blocks):
-        h = acts[learner.input_block(m)].detach()
+        h = inputs[m]
         ins, outs, fwd = [], [], []
         for j, b in enumerate(blocks):
             if j > 0:  # inside a module the gradient flows back into the previous block

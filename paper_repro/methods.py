@@ -14,12 +14,18 @@ parameter's ``.grad`` exactly that parameter's local update:
 
 Every module's input is detached (stop-gradient), so no gradient crosses a module
 boundary. The module that ends at the last block uses ``net.head``; the others use
-``net.make_head(last block of the module)``. Methods know nothing about devices: a
-pipeline stage runs :meth:`Learner.module_loss` on its own slice of modules.
+``net.make_head(last block of the module)``.
+
+:meth:`Learner.run_modules` is the one place where modules are chained: it runs a slice of
+the modules, feeding each the output of the block before it, and yields each module's
+input, block outputs and loss. ``losses`` runs all of them; a pipeline stage runs its own
+slice; the cost model and the stage timer read the inputs it yields. Methods know nothing
+about devices.
 """
 from __future__ import annotations
 
 import re
+from typing import Iterator, NamedTuple
 
 import torch
 import torch.nn as nn
@@ -63,11 +69,23 @@ def module_blocks(spec: str, n_blocks: int) -> list[list[int]]:
     return [list(range(s, s + size)) for s, size in zip(starts, sizes)]
 
 
+class ModuleRun(NamedTuple):
+    """One local module's pass: its index, its (detached) input, its blocks' outputs by block
+    index, and its loss."""
+    index: int
+    h_in: torch.Tensor
+    outputs: dict[int, torch.Tensor]
+    loss: torch.Tensor
+
+
 class Learner(nn.Module):
     """A net plus one head per local module; ``losses(x, y)`` is the method."""
 
     def __init__(self, net: BlockNet, spec: str):
         super().__init__()
+        if not isinstance(net, BlockNet):
+            raise ValueError(f"a Learner needs a BlockNet (paper_repro.models.build, or BlockNet.from_sequential "
+                             f"for an nn.Sequential), got {type(net).__name__}")
         self.spec = spec
         self.net = net
         self.module_blocks = module_blocks(spec, len(net.blocks))
@@ -97,20 +115,44 @@ class Learner(nn.Module):
             outs[b] = h
         return outs, self.net.loss(self.heads[m](h), y)
 
+    def run_modules(self, h: torch.Tensor, y: torch.Tensor, first: int = 0,
+                    last: int | None = None) -> Iterator[ModuleRun]:
+        """Run modules ``first .. last-1`` (default: to the end) one after the other.
+
+        ``h`` is the input of module ``first``: the data for module 0, else the output of
+        block ``input_block(first)``. Every later module reads the output of its input block
+        as the first module of the slice that computed it produced it (an overlapping
+        window's re-run of a block gives the same value). A generator: the caller may run a
+        module's backward, or send its outputs, before the next module runs."""
+        last = self.num_modules if last is None else last
+        if not 0 <= first < last <= self.num_modules:
+            raise ValueError(f"module slice [{first}, {last}) is not within the {self.num_modules} "
+                             f"local modules of method {self.spec!r}")
+        outs: dict[int, torch.Tensor] = {self.input_block(first): h}
+        for m in range(first, last):
+            h_in = outs[self.input_block(m)]
+            block_outs, loss = self.module_loss(m, h_in, y)
+            for b, out in block_outs.items():
+                outs.setdefault(b, out)
+            yield ModuleRun(m, h_in.detach() if h_in.is_floating_point() else h_in, block_outs, loss)
+
     def losses(self, x: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
-        outs: dict[int, torch.Tensor] = {-1: x}
-        result = []
-        for m in range(self.num_modules):
-            block_outs, loss = self.module_loss(m, outs[self.input_block(m)], y)
-            for b, h in block_outs.items():
-                outs.setdefault(b, h)  # an overlapping window's re-run gives the same value
-            result.append(loss)
-        return result
+        """One loss per local module (see the module docstring)."""
+        return [run.loss for run in self.run_modules(x, y)]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
 
 
-def build(net: BlockNet, spec: str) -> Learner:
-    """A learner for ``spec`` in backprop | greedy | overlapping | chunked-K."""
+def build(net: BlockNet | nn.Sequential | list, spec: str, **wrap) -> Learner:
+    """A learner for ``spec`` in backprop | greedy | overlapping | chunked-K.
+
+    ``net`` is a BlockNet, or an ``nn.Sequential`` / list of blocks, which is wrapped with
+    :meth:`BlockNet.from_sequential` and ``wrap`` (``num_classes`` or ``head``; ``example``,
+    ``task``, ``name``)."""
+    if isinstance(net, (nn.Sequential, list, tuple)):
+        net = BlockNet.from_sequential(net, **wrap)
+    elif wrap:
+        raise ValueError(f"wrap arguments {', '.join(sorted(wrap))} are for an nn.Sequential or a list of blocks, "
+                         f"not a {type(net).__name__}")
     return Learner(net, spec)

@@ -1,10 +1,10 @@
-"""Models as a sequence of blocks plus a head factory.
+"""The models of the study, each a :class:`~paper_repro.blocknet.BlockNet`, and their registry.
 
-Every model here is a :class:`BlockNet`: ``blocks`` (an ``nn.ModuleList``) applied in
+Every model here is a BlockNet: ``blocks`` (an ``nn.ModuleList``) applied in
 order, then ``head`` (the network's own output head). ``make_head(i)`` builds a fresh
-*auxiliary* head for the output of block ``i`` (PAPER.md: MLP -> linear classifier,
-ResNet -> global average pool + linear, Transformer -> final LayerNorm + projection to
-the vocabulary). ``loss(logits, y)`` is the task loss. Models know nothing about
+*auxiliary* head for the output of block ``i``, as in the paper (``docs/paper.md``):
+MLP -> linear classifier, ResNet -> global average pool + linear, Transformer -> final
+LayerNorm + projection to the vocabulary. ``loss(logits, y)`` is the task loss. Models know nothing about
 local-learning methods: :mod:`paper_repro.methods` decides where losses and
 stop-gradients go.
 """
@@ -12,56 +12,15 @@ from __future__ import annotations
 
 import inspect
 import math
-from typing import Callable
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torchvision.models.resnet import BasicBlock, Bottleneck, conv1x1
 
+from .blocknet import AutoHead, BlockNet  # noqa: F401  (re-exported: models.BlockNet)
+
 MODELS = ("mlp", "transformer", "resnet18", "resnet34", "resnet50")
-
-
-class BlockNet(nn.Module):
-    """``forward(x) = head(blocks[-1](...blocks[0](x)))``: plain backprop inference.
-
-    ``head_factory(i)`` returns a new auxiliary head for the output of block ``i``;
-    ``task`` is ``"classification"`` or ``"lm"`` (next-token prediction); ``expects``
-    describes the input the net takes, for error messages (e.g. ``"(N, 3, H, W) images"``).
-    """
-
-    def __init__(self, blocks: list[nn.Module], head_factory: Callable[[int], nn.Module],
-                 task: str = "classification", name: str = "net", expects: str = ""):
-        super().__init__()
-        self.blocks = nn.ModuleList(blocks)
-        self.head_factory = head_factory
-        self.head = head_factory(len(blocks) - 1)
-        self.task = task
-        self.name = name
-        self.expects = expects
-
-    def make_head(self, i: int) -> nn.Module:
-        if not 0 <= i < len(self.blocks):
-            raise ValueError(f"block index {i} out of range 0..{len(self.blocks) - 1}")
-        return self.head_factory(i)
-
-    def features(self, x: torch.Tensor) -> list[torch.Tensor]:
-        """Outputs of every block (for probes such as CKA)."""
-        outs = []
-        for block in self.blocks:
-            x = block(x)
-            outs.append(x)
-        return outs
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for block in self.blocks:
-            x = block(x)
-        return self.head(x)
-
-    def loss(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        if self.task == "lm":
-            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-        return F.cross_entropy(logits, y)
 
 
 # ---------------------------------------------------------------------------- MLP
@@ -76,7 +35,7 @@ def mlp(depth: int = 4, width: int = 256, in_dim: int = 64, num_classes: int = 1
         if layer_norm:
             layers.append(nn.LayerNorm(width))
         blocks.append(nn.Sequential(*layers))
-    return BlockNet(blocks, lambda i: nn.Linear(width, num_classes), name=f"mlp{depth}x{width}",
+    return BlockNet(blocks, lambda i: nn.Linear(width, num_classes), name=f"mlp{depth}x{width}", model="mlp",
                     expects=f"(N, {in_dim}) inputs, or (N, ...) with {in_dim} values per example")
 
 
@@ -140,7 +99,7 @@ def transformer_lm(vocab_size: int = 256, d_model: int = 128, n_layers: int = 4,
         layer = TransformerLayer(d_model, n_heads)
         blocks.append(nn.Sequential(Embedding(vocab_size, d_model, seq_len), layer) if i == 0 else layer)
     net = BlockNet(blocks, lambda i: nn.Sequential(nn.LayerNorm(d_model), nn.Linear(d_model, vocab_size)),
-                   task="lm", name=f"transformer{n_layers}x{d_model}",
+                   task="lm", name=f"transformer{n_layers}x{d_model}", model="transformer",
                    expects=f"(N, T) token ids with T <= {seq_len} and ids < {vocab_size}")
     net.apply(_gpt_init)
     return net
@@ -202,7 +161,7 @@ def resnet(name: str = "resnet18", num_classes: int = 10, small_input: bool = Tr
             blocks.append(block_cls(inplanes, planes, s, down))
             inplanes = planes * block_cls.expansion
             channels.append(inplanes)
-    net = BlockNet(blocks, lambda i: PoolHead(channels[i], num_classes), name=name,
+    net = BlockNet(blocks, lambda i: PoolHead(channels[i], num_classes), name=name, model=name,
                    expects=f"(N, {in_channels}, H, W) images")
     for m in net.modules():  # torchvision's initialisation
         if isinstance(m, nn.Conv2d):
@@ -234,12 +193,14 @@ def build(name: str, **kwargs) -> BlockNet:
     """Build a model by name: ``mlp``, ``transformer`` or ``resnet18/34/50``."""
     check_kwargs(name, kwargs)
     if name == "mlp":
-        return mlp(**kwargs)
-    if name == "transformer":
-        return transformer_lm(**kwargs)
-    if name in _RESNETS:
-        return resnet(name, **kwargs)
-    raise ValueError(f"unknown model {name!r}; valid: {', '.join(MODELS)}")
+        net = mlp(**kwargs)
+    elif name == "transformer":
+        net = transformer_lm(**kwargs)
+    elif name in _RESNETS:
+        net = resnet(name, **kwargs)
+    else:
+        raise ValueError(f"unknown model {name!r}; valid: {', '.join(MODELS)}")
+    return net
 
 
 def _check_positive(**values: int) -> None:

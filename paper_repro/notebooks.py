@@ -9,7 +9,8 @@ quick profile, e.g.::
 ``run_notebooks`` executes each notebook with ``profile`` and an absolute
 ``figures_dir`` injected, writes the executed copy to ``out_dir`` and keeps going
 when one fails; at the end it raises a RuntimeError naming every failure, so the
-``paper-repro notebooks run`` command exits non-zero.
+``paper-repro notebooks run`` command (:mod:`paper_repro.cli`) exits non-zero.
+:func:`check_parameters` is what each notebook's first cell calls on its parameters.
 
 The kernel is ``python3``. In a virtual environment jupyter_client resolves it to
 the interpreter running this code (ipykernel's own kernelspec says ``python``,
@@ -17,13 +18,16 @@ which jupyter_client replaces by ``sys.executable``), so the notebooks see the
 same packages as the caller.
 """
 
+from __future__ import annotations
+
 import sys
 import time
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
-PROFILES = ("quick", "cpu", "full")
+from .settings import PROFILES
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 
@@ -90,7 +94,7 @@ def run_notebooks(profile="quick", only=None, out_dir="out/notebooks", figures_d
     Returns a list of (name, seconds, status) with status 'ok' or 'failed'.
     Raises RuntimeError after the last notebook if any failed.
     """
-    import papermill as pm  # imported here: `paper-repro --help` stays fast
+    import papermill as pm  # a heavy import, needed only here: `paper-repro --help` stays fast
 
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
@@ -130,56 +134,3 @@ def run_notebooks(profile="quick", only=None, out_dir="out/notebooks", figures_d
         err.results = results
         raise err
     return results
-
-
-def _print_summary(results):
-    for name, seconds, status in results:
-        print(f"{name:<40} {seconds:8.1f} s  {status}")
-
-
-def _cmd_run(args):
-    """Handler of ``notebooks run``. ValueError propagates (the CLI maps it to exit 2)."""
-    try:
-        results = run_notebooks(profile=args.profile, only=args.only, out_dir=args.out,
-                                figures_dir=args.figures, timeout=args.timeout,
-                                notebooks_dir=args.notebooks_dir)
-    except RuntimeError as e:
-        _print_summary(getattr(e, "results", []))
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    _print_summary(results)
-    return 0
-
-
-def add_cli(subparsers):
-    """Register ``notebooks run [--profile P] [--only NAME] [--out DIR] [--figures DIR]``
-    on an argparse subparsers object; the handler is stored as ``args.func(args) -> int``."""
-    nb = subparsers.add_parser("notebooks", help="run the figure notebooks with Papermill")
-    nb_sub = nb.add_subparsers(dest="notebooks_command", metavar="{run}")
-    nb_sub.required = True
-    run = nb_sub.add_parser("run", help="execute notebooks/*.ipynb, writing figures/")
-    run.add_argument("--profile", default="quick", choices=PROFILES,
-                     help="quick: CPU minutes (default); cpu: longer CPU runs; full: paper scale, GPU")
-    run.add_argument("--only", action="append", metavar="NAME",
-                     help="run only notebooks whose name is or contains NAME (repeatable)")
-    run.add_argument("--out", default="out/notebooks", metavar="DIR",
-                     help="where executed notebooks go (default: out/notebooks)")
-    run.add_argument("--figures", default="figures", metavar="DIR",
-                     help="where notebooks write figures (default: figures)")
-    run.add_argument("--timeout", type=float, default=None, metavar="S",
-                     help="per-cell timeout in seconds (default: none)")
-    run.add_argument("--notebooks-dir", default=str(NOTEBOOKS_DIR), metavar="DIR",
-                     help="directory holding the notebooks (default: the repo's notebooks/)")
-    run.set_defaults(func=_cmd_run)
-    return nb
-
-
-def main(argv=None):
-    """Stand-alone entry: ``python -m paper_repro.notebooks run --profile quick`` (= ``paper-repro notebooks ...``)."""
-    from .cli import main as cli_main
-
-    return cli_main(["notebooks", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -10,7 +10,7 @@
 Every check runs in seconds and before any training: CUDA and the number of GPUs, each
 notebook's data present and readable (:func:`paper_repro.data.locate`, no decoding), the
 output folder writable with enough free space. The plan's FLOPs come from the cost model
-(:func:`paper_repro.profiles.grid_flops`: forward + backward of every block and head, every
+(:func:`paper_repro.sweep.grid_flops`: forward + backward of every block and head, every
 step of every run), counted on PyTorch's meta device so no memory is allocated.
 
 GPU-hours = FLOPs / sustained FLOP/s / 3600. The sustained rate is an assumption, not a
@@ -35,14 +35,12 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from . import data, profiles, similarity
-from .sweep import Grid
+from . import data, settings
+from .sweep import Grid, example_shape, grid_flops
 
 DEFAULT_SUSTAINED_FLOPS = 100e12   # FLOP/s per GPU: an assumption (H100-class, bf16), see above
 DEFAULT_MIN_FREE_GB = 20.0         # results stores, executed notebooks, figures, data caches
 DATA_SETS = ("cifar10", "imagenet", "text")  # the ones read from a path (digits is built in)
-# one example's shape and the classes (vocabulary for byte-level text) of each data set
-SHAPES = {"digits": ((1, 8, 8), 10), "cifar10": ((3, 32, 32), 10), "imagenet": ((3, 224, 224), 1000)}
 TRAIN_SIZE = {"digits": 1437, "cifar10": 50_000, "imagenet": 1_281_167}
 BENCHMARK_NOTEBOOKS = ("04_throughput_memory_communication",)  # timed, not trained: no FLOP plan
 
@@ -121,26 +119,27 @@ def check_output(out_dir, min_free_gb: float = DEFAULT_MIN_FREE_GB) -> list[str]
 # -- the plan ---------------------------------------------------------------------------------
 def workloads(profile: str = "full") -> list[Workload]:
     """Every trained workload of the notebooks at ``profile``, from the profiles' own settings."""
-    if profile not in profiles.PROFILES:
-        raise ValueError(f"unknown profile {profile!r}; valid: {', '.join(profiles.PROFILES)}")
+    if profile not in settings.PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; valid: {', '.join(settings.PROFILES)}")
     out = []
-    q = profiles.quickstart_config(profile, data_dir="planned")
+    q = settings.quickstart_config(profile, data_dir="planned")
     out.append(_workload("00_quickstart", Grid(
-        name="quickstart", description="MLP {depth}x{width}, every method".format(**q.model_kwargs), model="mlp", dataset=q.dataset, methods=list(profiles.QUICKSTART_METHODS),
+        name="quickstart", description="MLP {depth}x{width}, every method".format(**q.model_kwargs), model="mlp", dataset=q.dataset, methods=list(settings.QUICKSTART_METHODS),
         batch_sizes=[q.batch_size], lrs=[q.lr], steps=q.steps, model_kwargs=q.model_kwargs)))
     for nb, study in (("01_mlp_compute_efficiency", "mlp"), ("02_transformer_compute_efficiency", "transformer"),
                       ("03_resnet_compute_efficiency", "resnet")):
-        out.append(_workload(nb, profiles.compute_grid(study, profile)))
-    g = similarity.settings("gradient", profile)
+        out.append(_workload(nb, settings.compute_grid(study, profile)))
+    g = settings.similarity_settings("gradient", profile)
     out.append(_workload("05_gradient_similarity", Grid(
         name="gradient", description=f"MLP {g['depth']}x{g['width']}, cosine to backprop", model="mlp", dataset=g["dataset"], methods=g["methods"], batch_sizes=[g["batch_size"]],
         lrs=[g["lr"]], seeds=g["seeds"], steps=g["steps"], data_kwargs=g["data_kwargs"],
         model_kwargs=dict(depth=g["depth"], width=g["width"]))))
-    f = similarity.settings("features", profile)
+    f = settings.similarity_settings("features", profile)
     out.append(_workload("06_feature_similarity", Grid(
         name="features", description=f"{f['model']}, CKA and filters", model=f["model"], dataset=f["dataset"], methods=f["methods"],
-        batch_sizes=[f["batch_size"]], lrs=[f["lr"]], steps=f["steps"], data_kwargs=f["data_kwargs"])))
-    r = similarity.settings("random_labels", profile)
+        batch_sizes=[f["batch_size"]], lrs=[f["lr"]], steps=f["steps"], data_kwargs=f["data_kwargs"],
+        model_kwargs=f.get("model_kwargs", {}))))
+    r = settings.similarity_settings("random_labels", profile)
     for run in r["runs"]:
         n = min(TRAIN_SIZE[r["dataset"]], run["data_kwargs"].get("max_train", math.inf))
         out.append(_workload("07_random_labels", Grid(
@@ -152,11 +151,8 @@ def workloads(profile: str = "full") -> list[Workload]:
 
 
 def _workload(notebook: str, grid: Grid) -> Workload:
-    if grid.dataset == "text":
-        return Workload(notebook, grid, (grid.data_kwargs.get("seq_len", 64),), 256)  # byte-level
-    shape, classes = SHAPES[grid.dataset]
-    size = grid.data_kwargs.get("image_size")
-    return Workload(notebook, grid, (shape[0], size, size) if size else shape, classes)
+    shape, classes = example_shape(grid)  # text: byte-level, so the vocabulary is 256
+    return Workload(notebook, grid, shape, classes)
 
 
 def plan(profile: str = "full", sustained_flops: float = DEFAULT_SUSTAINED_FLOPS) -> pd.DataFrame:
@@ -167,7 +163,7 @@ def plan(profile: str = "full", sustained_flops: float = DEFAULT_SUSTAINED_FLOPS
     rows = []
     for w in workloads(profile):
         with torch.device("meta"):  # shapes only: counts the FLOPs, allocates nothing
-            flops = profiles.grid_flops(w.grid, w.input_shape, w.num_classes)["flops"]
+            flops = grid_flops(w.grid, w.input_shape, w.num_classes)["flops"]
         rows.append(dict(notebook=w.notebook, workload=w.grid.description or w.grid.name,
                          dataset=w.grid.dataset, runs=len(w.grid.points()), flops=flops,
                          gpu_hours=flops / sustained_flops / 3600))
@@ -211,7 +207,7 @@ def format_plan(table: pd.DataFrame) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m paper_repro.preflight", description=__doc__.split("\n\n")[0])
-    p.add_argument("--profile", default="full", choices=profiles.PROFILES)
+    p.add_argument("--profile", default="full", choices=settings.PROFILES)
     p.add_argument("--data-dir", action="append", default=[], metavar="DATASET=PATH",
                    help=f"where a data set is ({' | '.join(DATA_SETS)}); repeat for each")
     p.add_argument("--out", default="results", help="output folder to check (default: results)")

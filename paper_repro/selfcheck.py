@@ -42,9 +42,9 @@ from pathlib import Path
 import papermill as pm
 import torch
 
-from . import bench, profiles, train
+from . import bench, settings, train
+from .distributed import PipelineConfig
 from .distributed.bench import run_pipeline
-from .distributed.stages import PipelineConfig
 
 DEVICES = ("cpu", "cuda")
 PIECES = ("environment", "overhead", "pipeline", "baseline", "memory", "bf16", "notebook")
@@ -91,8 +91,9 @@ def overhead(device: str) -> dict:
 
 def pipeline_configs(device: str, stages: int) -> list[PipelineConfig]:
     """The local pipeline, and with 2+ stages the 1F1B-with-recomputation baseline, on an MLP
-    deep enough for one local module (two blocks) per stage."""
+    deep enough for one local module (two blocks) per stage, cut in equal FLOPs (no timing run)."""
     common = dict(model="mlp", model_kwargs=dict(depth=max(4, 2 * stages), width=1024), stages=stages,
+                  balance="flops",
                   micro_batch=64, micro_batches=max(4, stages), steps=2, warmup_steps=1, device=device,
                   timeout=60.0, init_timeout=60.0)
     schedules = ["local"] + (["1f1b-recompute"] if stages >= 2 else [])
@@ -151,7 +152,7 @@ def memory(pipeline_result: dict, device: str) -> dict:
 
 
 def bf16(device: str, steps: int = 60) -> dict:
-    cfg = profiles.quickstart_config("quick")
+    cfg = settings.quickstart_config("quick")
     cfg.method, cfg.device = "chunked-2", device
     data = train.load_data(cfg).to(device)
     out = {}

@@ -1,133 +1,149 @@
-"""Time/compute to target, Pareto frontiers and speedups on hand-made tables (answers by hand)."""
+"""The compute-efficiency rules on hand-made runs: target detection, seeds, staircases, speedup."""
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from paper_repro import analysis
+from paper_repro import analysis as ef
 
 
-def _run(pid, method, batch, losses, total, cp, fill, lr=1e-3):
-    steps = np.arange(1, len(losses) + 1)
-    return pd.DataFrame({"point_id": pid, "method": method, "batch_size": batch, "lr": lr, "seed": 0,
-                         "step": steps, "examples": steps * batch, "final_loss": losses,
-                         "total_flops_pe": total, "critical_path_flops_pe": cp, "fill_flops_pe": fill})
+def run(method, batch, losses, *, lr=1e-3, seed=0, eval_losses=None, crit=1.0, total=1.0, fill=0.0):
+    """A point table: step s has examples s*batch, training loss losses[s-1], and
+    ``train_eval_loss`` from ``eval_losses`` ({step: loss}) else NaN."""
+    n = len(losses)
+    steps = np.arange(1, n + 1)
+    ev = np.full(n, np.nan)
+    for s, v in (eval_losses or {}).items():
+        ev[s - 1] = v
+    return pd.DataFrame({"point_id": f"{method}-b{batch}-lr{lr}-s{seed}", "method": method, "batch_size": batch,
+                         "lr": lr, "seed": seed, "step": steps, "examples": steps * batch,
+                         "final_loss": np.asarray(losses, float), "train_eval_loss": ev,
+                         "total_flops_pe": total, "critical_path_flops_pe": crit, "fill_flops_pe": fill})
 
 
-@pytest.fixture
-def table():
-    a = _run("a", "backprop", 4, [3.0, 2.0, 1.0, 0.5], total=10, cp=10, fill=0)
-    b = _run("b", "greedy", 8, [3.0, 1.5, 0.9, math.nan], total=12, cp=3, fill=5)  # diverged at step 4
-    return pd.concat([a, b], ignore_index=True)
+def test_eval_rule_uses_the_first_evaluation_at_or_below_the_target():
+    df = run("backprop", 10, [3.0] * 10, eval_losses={2: 2.5, 4: 1.9, 6: 1.5, 10: 1.4})
+    t = ef.time_to_target(df, [2.0, 1.5, 1.0])
+    got = dict(zip(t["target"], t["step"]))
+    assert got[2.0] == 4 and got[1.5] == 6 and math.isnan(got[1.0])
+    assert t.set_index("target").loc[1.5, "examples"] == 60
+    assert not t.set_index("target").loc[1.0, "reached"]
 
 
-def test_smooth_is_a_trailing_mean():
-    assert analysis.smooth([3, 2, 1, 0.5], 2).tolist() == [3, 2.5, 1.5, 0.75]
-    assert analysis.smooth([3, 2, 1], 1).tolist() == [3, 2, 1]
-    with pytest.raises(ValueError, match="window"):
-        analysis.smooth([1.0], 0)
+def test_examples_window_lags_every_batch_size_by_the_same_data():
+    # loss drops from 2 to 1 at step 5; a window of 40 examples is 4 steps at batch 10 and 1 step at batch 40
+    small = run("backprop", 10, [2.0] * 4 + [1.0] * 10)
+    large = run("backprop", 40, [2.0] * 4 + [1.0] * 10)
+    t_small = ef.time_to_target(small, [1.0], "examples:40")
+    t_large = ef.time_to_target(large, [1.0], "examples:40")
+    assert t_small["step"].iloc[0] == 8      # 4 steps of loss 1.0 fill the window
+    assert t_large["step"].iloc[0] == 5      # a one-step window
+    # counted in steps, the same window lags the large-batch run by 4 steps = 160 examples
+    assert ef.time_to_target(large, [1.0], "steps:4")["examples"].iloc[0] == 8 * 40
 
 
-def test_time_and_compute_to_target_by_hand(table):
-    ttt = analysis.time_to_target(table, [1.0, 0.5], window=1).set_index(["point_id", "target"])
-    # a: loss 1.0 first at step 3: 12 examples x 10 FLOPs = 120; time 0 + 3 x 10 = 30
-    assert ttt.loc[("a", 1.0), ["step", "examples", "compute", "time"]].tolist() == [3, 12, 120, 30]
-    assert ttt.loc[("a", 0.5), ["compute", "time"]].tolist() == [160, 40]
-    # b: step 3, 24 examples x 12 = 288; time = fill 5 + 3 x 3 = 14; never reaches 0.5 (diverged)
-    assert ttt.loc[("b", 1.0), ["compute", "time"]].tolist() == [288, 14]
-    assert not ttt.loc[("b", 0.5), "reached"] and math.isnan(ttt.loc[("b", 0.5), "time"])
+def test_diverged_run_counts_only_up_to_the_divergence():
+    df = run("greedy", 8, [2.0, 1.8, float("nan"), 0.1], eval_losses={2: 1.9, 4: 0.1})
+    t = ef.time_to_target(df, [1.0])
+    assert not t["reached"].iloc[0]
 
 
-def test_smoothing_delays_the_target(table):
-    ttt = analysis.time_to_target(table, 1.0, window=2).set_index("point_id")
-    # a smoothed: 3, 2.5, 1.5, 0.75 -> step 4; b smoothed: 3, 2.25, 1.2, nan -> never
-    assert ttt.loc["a", "step"] == 4
-    assert not ttt.loc["b", "reached"]
+def test_time_and_compute_use_the_flop_columns():
+    df = run("greedy", 16, [1.0] * 3, eval_losses={3: 0.5}, crit=5.0, total=7.0, fill=11.0)
+    t = ef.time_to_target(df, [0.6]).iloc[0]
+    assert t["compute"] == 3 * 16 * 7.0 and t["time"] == 11.0 + 3 * 5.0
 
 
-def test_pareto_frontier_lower_left():
-    pts = pd.DataFrame({"method": "m", "target": 1.0, "compute": [1, 2, 3, 4, 5, 6.0],
-                        "time": [10, 5, 6, 5, 1, math.nan], "reached": [True] * 5 + [False]})
-    front = analysis.pareto_frontier(pts)
-    # (3, 6) and (4, 5) are beaten by (2, 5); the unreached point is ignored
-    assert list(zip(front.compute, front.time)) == [(1, 10), (2, 5), (5, 1)]
+def test_bad_rule_is_named():
+    with pytest.raises(ValueError, match="'window:3'"):
+        ef.parse_rule("window:3")
 
 
-def test_pareto_frontier_is_per_method_and_target():
-    pts = pd.DataFrame({"method": ["x", "x", "y", "y"], "target": [1.0, 1.0, 1.0, 2.0],
-                        "compute": [1.0, 2.0, 3.0, 4.0], "time": [1.0, 0.5, 0.1, 9.0]})
-    front = analysis.pareto_frontier(pts)
-    assert len(front) == 4  # nothing dominates across groups
+def test_seeds_median_and_unreached_seed_counts_as_infinite():
+    ttt = pd.DataFrame({"method": "m", "batch_size": 8, "lr": 0.1, "target": 1.0, "seed": [0, 1, 2],
+                        "reached": [True, True, False], "step": [10, 30, np.nan],
+                        "examples": [80, 240, np.nan], "compute": [80, 240, np.nan], "time": [10, 30, np.nan]})
+    row = ef.over_seeds(ttt).iloc[0]
+    assert row["step"] == 30 and row["reached"]          # median of 10, 30, inf
+    assert row["time_min"] == 10 and row["time_max"] == 30 and row["seeds_reached"] == 2
+    two_missing = ttt.assign(reached=[True, False, False])
+    assert not ef.over_seeds(two_missing).iloc[0]["reached"]
 
 
-def _front(method, xs, ys, target=1.0):
-    return pd.DataFrame({"method": method, "target": target, "compute": xs, "time": ys})
+def _configs(method, pairs, target=1.0):
+    return pd.DataFrame([{"method": method, "target": target, "compute": c, "time": t, "reached": True}
+                         for c, t in pairs])
 
 
-def test_speedup_constant_on_parallel_frontiers():
-    # backprop: T = 100 / sqrt(C) through (1, 100), (100, 10); greedy: T = 31.6 / sqrt(C)
-    # through (10, 10), (1000, 1). Overlap [10, 100]; ratio sqrt(10) everywhere.
-    f = pd.concat([_front("backprop", [1, 100], [100, 10]), _front("greedy", [10, 1000], [10, 1])])
-    s = analysis.speedup(f)
-    assert s.compute.tolist() == [10, 100]
-    assert s.speedup.tolist() == pytest.approx([math.sqrt(10)] * 2)
-    assert s.baseline_time.tolist() == pytest.approx([100 / math.sqrt(10), 10])
+def test_staircase_is_best_time_with_at_most_that_compute():
+    cfg = _configs("backprop", [(10, 100), (20, 120), (30, 50), (40, 60), (50, 10)])
+    front = ef.staircase(cfg)
+    assert list(front["compute"]) == [10, 30, 50]
+    assert list(ef.staircase_at(front, [5, 10, 29, 30, 45, 1e9])[1:]) == [100, 100, 50, 50, 10]
+    assert math.isnan(ef.staircase_at(front, [5])[0])
 
 
-def test_speedup_grows_where_backprop_saturates():
-    # backprop flat at time 10 beyond compute 10; greedy T = 1000 / C from (10, 100) to (1000, 1)
-    f = pd.concat([_front("backprop", [1, 10, 1000], [100, 10, 10]), _front("greedy", [10, 1000], [100, 1])])
-    s = analysis.speedup(f)
-    assert s.compute.tolist() == [10, 1000]
-    assert s.speedup.tolist() == pytest.approx([0.1, 10])
-    # in between, log-log interpolation: at C=100 both times are 10
-    assert analysis.interpolate_loglog([10, 1000], [100, 1], [100])[0] == pytest.approx(10)
-    best = analysis.max_speedup(s)
-    assert best.loc[0, "speedup"] == pytest.approx(10) and best.loc[0, "compute"] == 1000
-    high = analysis.high_compute_speedup(s)
-    assert high.loc[0, "compute"] == 1000 and high.loc[0, "speedup"] == pytest.approx(10)
-    claims = analysis.claims_table(s, 10, "MLP")
-    assert claims.loc[0, "measured_max"] == "10.00x" and claims.loc[0, "method"] == "greedy"
-    assert claims.loc[0, "measured_high_compute"] == "10.00x (greedy, target 1)"
+def test_speedup_has_no_interpolation_and_stays_where_both_have_data():
+    base = _configs("backprop", [(10, 100), (100, 50)])
+    local = _configs("greedy", [(20, 40), (60, 10)])
+    sp = ef.speedup(pd.concat([base, local]))
+    # from compute 20 (where greedy starts) to 60 (greedy's largest); backprop is 100 until 100
+    assert list(sp["compute"]) == [20, 60]
+    assert list(sp["speedup"]) == [100 / 40, 100 / 10]
+    summary = ef.summarize_speedup(sp).iloc[0]
+    assert summary["max_speedup"] == 10 and summary["high_compute_speedup"] == 10
+    # a gap in the method's runs is not bridged by a line: between 20 and 60 it stays at 40
+    assert ef.staircase_at(ef.staircase(local), [59])[0] == 40
 
 
-def test_max_and_high_compute_speedup_differ():
-    s = pd.DataFrame({"method": "greedy", "target": 1.0, "compute": [1.0, 2.0, 3.0], "speedup": [5.0, 2.0, 3.0]})
-    assert analysis.max_speedup(s).loc[0, ["speedup", "compute"]].tolist() == [5.0, 1.0]
-    assert analysis.high_compute_speedup(s).loc[0, ["speedup", "compute"]].tolist() == [3.0, 3.0]
+def test_speedup_needs_overlapping_compute():
+    base = _configs("backprop", [(100, 10)])
+    local = _configs("greedy", [(10, 5), (50, 2)])
+    assert ef.speedup(pd.concat([base, local])).empty
 
 
-def test_speedup_without_overlap_and_bad_baseline():
-    f = pd.concat([_front("backprop", [1, 10], [10, 5]), _front("greedy", [100, 1000], [2, 1])])
-    s = analysis.speedup(f)
-    assert s.empty
-    assert analysis.max_speedup(s).empty
-    assert analysis.claims_table(s, 2, "T").loc[0, "measured_max"].startswith("none")
-    assert analysis.claims_table(s, None, "T").loc[0, "paper"] == "no number stated"
-    with pytest.raises(ValueError, match="baseline"):
-        analysis.speedup(_front("greedy", [1], [1]))
+def test_speedup_without_the_baseline_is_an_error():
+    with pytest.raises(ValueError, match="backprop"):
+        ef.speedup(_configs("greedy", [(1, 1)]))
 
 
-def test_interpolation_does_not_extrapolate():
-    out = analysis.interpolate_loglog([10, 100], [1, 1], [5, 10, 200])
-    assert math.isnan(out[0]) and out[1] == 1 and math.isnan(out[2])
+def test_speedup_table_spread_over_seeds():
+    rows = []
+    for seed, factor in ((0, 1.0), (1, 2.0)):
+        for m, t in (("backprop", 100), ("greedy", 20 * factor)):
+            rows.append({"method": m, "batch_size": 8, "lr": 0.1, "seed": seed, "target": 1.0, "reached": True,
+                         "step": t, "examples": 80, "compute": 80.0, "time": float(t)})
+    table = ef.speedup_table(pd.DataFrame(rows)).iloc[0]
+    assert table["high_compute_speedup"] == 100 / 30        # median time over seeds: 30
+    assert table["high_compute_speedup_lo"] == 2.5 and table["high_compute_speedup_hi"] == 5.0
 
 
-def test_suggest_targets_are_reachable_by_every_method():
-    df = pd.concat([_run("a", "backprop", 4, [4.0, 2.0, 1.0], 1, 1, 0),
-                    _run("b", "greedy", 4, [4.0, 3.0, 2.0], 1, 1, 0)])
-    # floor = max(1.0, 2.0) = 2; start = 4 -> 2 + f * 2
-    assert analysis.suggest_targets(df, n=2, window=1, fractions=(0.5, 0.25)) == [3.0, 2.5]
-    with pytest.raises(ValueError, match="n must be"):
-        analysis.suggest_targets(df, n=5, window=1, fractions=(0.5,))
+def test_steps_vs_batch_takes_the_best_lr_and_critical_batch():
+    rows = []
+    # S(B) = 100 * (1 + 64 / B): critical batch 64 for the best lr; a worse lr takes twice the steps
+    for b in (16, 32, 64, 128, 256):
+        for lr, factor in ((0.1, 1), (0.3, 2)):
+            s = 100 * (1 + 64 / b) * factor
+            rows.append({"method": "backprop", "batch_size": b, "lr": lr, "seed": 0, "target": 1.0,
+                         "reached": True, "step": s, "examples": s * b, "compute": s * b, "time": s})
+    svb = ef.steps_vs_batch(pd.DataFrame(rows))
+    assert set(svb["lr"]) == {0.1} and len(svb) == 5
+    crit = ef.critical_batch(svb).iloc[0]
+    assert crit["S_min"] == 125 and crit["E_min"] == 500 * 16
+    assert crit["last_doubling"] == pytest.approx(150 / 125)
 
 
-def test_missing_columns_are_named(table):
-    with pytest.raises(ValueError, match="critical_path_flops_pe"):
-        analysis.time_to_target(table.drop(columns="critical_path_flops_pe"), 1.0)
-
-
-def test_smooth_keeps_divergence():
-    out = analysis.smooth([3.0, 1.5, 0.9, math.nan], 2)
-    assert out[:3].tolist() == [3.0, 2.25, 1.2] and out[3] == math.inf
+def test_sensitivity_compares_rules():
+    parts = []
+    for method, crit in (("backprop", 4.0), ("greedy", 1.0)):
+        for b in (8, 32):
+            losses = list(np.linspace(2.0, 0.5, 40))
+            parts.append(run(method, b, losses, crit=crit, eval_losses={s: losses[s - 1] for s in range(4, 41, 4)}))
+    df = pd.concat(parts, ignore_index=True)
+    sens = ef.sensitivity(df, [1.0], ["eval", "examples:32", "steps:1"])
+    assert set(sens["rule"]) == {"eval", "examples:32", "steps:1"}
+    spread = ef.sensitivity_spread(sens)
+    # identical curves for both methods: the speedup is the critical-path ratio under every rule
+    assert spread["high_compute_speedup_min"].iloc[0] == pytest.approx(4.0)
+    assert spread["high_compute_speedup_agrees"].iloc[0]

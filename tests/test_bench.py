@@ -1,10 +1,8 @@
 """The overhead benchmark's logic (timings are measured by the benchmark, not asserted here)."""
-import argparse
-
 import pytest
 import torch
 
-from paper_repro import bench, methods, models
+from paper_repro import bench, cli, methods, models
 
 
 def test_ratio_summary_takes_the_median_of_per_repetition_ratios():
@@ -37,8 +35,7 @@ def test_both_steps_make_the_same_update(name, kw, x, y):
 
 
 def test_overhead_cli_prints_both_sides_and_the_ratio(capsys):
-    parser = argparse.ArgumentParser()
-    bench.add_cli(parser.add_subparsers(dest="command"))
+    parser = cli.build_parser()
     args = parser.parse_args(["bench", "overhead", "--model-kwargs", '{"depth": 2, "width": 8, "in_dim": 8}',
                               "--batch-size", "4", "--steps", "2", "--repeats", "3"])
     assert args.func(args) == 0

@@ -10,7 +10,7 @@ import torch
 
 from paper_repro.distributed.bench import run_pipeline
 from paper_repro.distributed.local import make_optimizer
-from paper_repro.distributed.stages import PipelineConfig, build_learner, data_spec, micro_batches
+from paper_repro.distributed import PipelineConfig, build_learner, data_spec, micro_batches
 
 SMALL = dict(micro_batch=4, micro_batches=3, steps=1, warmup_steps=1, timeout=60.0)
 MODELS = {
@@ -25,7 +25,11 @@ LOCAL_RUNS = {2: [("mlp", "greedy", 1), ("resnet", "chunked-2", 1), ("transforme
               3: [("mlp", "greedy", 1), ("resnet", "chunked-3", 1)]}
 # greedy MLP cut where chunked-S cuts it (explicit split), so it moves the baselines' tensors
 GREEDY_SPLIT = {2: [3], 3: [2, 4]}
-BASELINES = ("gpipe", "1f1b", "1f1b-recompute", "ddp")
+BASELINES = ("gpipe", "1f1b", "1f1b-recompute", "interleaved-1f1b", "interleaved-1f1b-recompute", "interleaved-zb",
+             "interleaved-zb-recompute", "zbv", "zbv-recompute", "dualpipev", "dualpipev-recompute", "ddp")
+# local/M in float64: Adam, one step per step of 4 micro-batches
+LOCAL_M = dict(schedule="local", stages=2, method="chunked-2", dtype="float64", update_every=4,
+               **MODELS["mlp"], **{**SMALL, "micro_batches": 4, "steps": 2})
 
 
 def _configs(stages, tmp):
@@ -36,7 +40,8 @@ def _configs(stages, tmp):
     # the baselines: same stage cut as chunked-S, SGD so that "equals backprop" can be checked closely
     base = [PipelineConfig(schedule=s, stages=stages, optimizer="sgd", lr=0.1, save_params=str(tmp / s),
                            **MODELS["mlp"], **{**SMALL, "micro_batches": 4}) for s in BASELINES]
-    return local + (base if stages == 2 else base[:1])
+    local_m = [PipelineConfig(save_params=str(tmp / "local_m"), **LOCAL_M)]
+    return local + (base + local_m if stages == 2 else base[:1])
 
 
 @pytest.fixture(scope="module", params=[2, 3], ids=["2-processes", "3-processes"])
@@ -153,6 +158,11 @@ def test_baselines_compute_backprop_and_send_gradients_back(launched):
     stages, tmp, configs, records = launched
     base = [(c, r) for c, r in zip(configs, records) if c.schedule != "local"]
     assert [c.schedule for c, _ in base] == list(BASELINES if stages == 2 else BASELINES[:1])
+    if stages == 2:  # two stages per process: four stages cut from the 5 blocks, every block held once
+        for cfg, record in base:
+            if "zb" in cfg.schedule or "interleaved" in cfg.schedule or "dualpipev" in cfg.schedule:
+                held = sorted(b for st in record["per_stage"] for blocks in st["stage_blocks"] for b in blocks)
+                assert held == list(range(5)) and len(record["block_split"]) == 3, cfg.schedule
     for cfg, record in base:
         assert record["schedule"] == cfg.schedule and record["samples_per_s"] > 0
         ref = backprop_reference(cfg, stages if cfg.schedule == "ddp" else 1).state_dict()
@@ -166,6 +176,9 @@ def test_baselines_compute_backprop_and_send_gradients_back(launched):
             steps = cfg.warmup_steps + cfg.steps
             expected = steps * grads * 2 * (stages - 1) / (cfg.micro_batch * cfg.micro_batches * steps)
             assert record["comm_bytes_per_sample"] == {"forward": 0, "backward": expected}
+            continue
+        if record["block_split"] is not None:
+            assert record["comm_bytes_per_sample"]["backward"] > 0  # gradients go back across processes
             continue
         _, spec = data_spec(cfg)
         send_blocks = _stage_states(tmp / cfg.schedule, stages)[0]["plan"]["send_blocks"]
@@ -187,3 +200,86 @@ def test_local_sends_half_the_bytes_of_pipelined_backprop(launched):
     # with labels: local sends them over every boundary, pipelined backprop once to the last stage
     labels = 8 * (stages - 1)
     assert sum(mlp_local["comm_bytes_per_sample"].values()) == local_acts + labels
+
+
+def concatenated_batch_reference(cfg: PipelineConfig, streams: int):
+    """The single-process learner stepping once per ``update_every`` micro-batches on the
+    concatenation of ``streams`` micro-batch streams (seeds ``seed + 1000 r``), every module's
+    loss the mean over all of those samples -- computed without any gradient accumulation."""
+    def run():
+        _, spec = data_spec(cfg)
+        learner = build_learner(cfg, spec)
+        opt = make_optimizer(cfg, learner.parameters())
+        its = [micro_batches(cfg, None, spec, cfg.seed + 1000 * r) for r in range(streams)]
+        for _ in range(cfg.total_micro_batches // cfg.update_every):
+            parts = [next(it) for _ in range(cfg.update_every) for it in its]
+            x, y = torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+            sum(learner.losses(x, y)).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        return learner
+    return _single_thread(run)
+
+
+def test_local_m_equals_the_single_process_learner_on_the_whole_step(launched):
+    """local/M: each stage accumulates the step's M micro-batches and steps once, which is the
+    single-process learner taking one step on the step's M x micro_batch samples (float64, Adam)."""
+    stages, tmp, configs, records = launched
+    if stages != 2:
+        pytest.skip("run with 2 processes")
+    record = records[-1]
+    assert (record["schedule"], record["update_every"], record["optimizer_steps_per_step"]) == ("local", 4, 1)
+    assert record["optimizer"] == "adam" and record["dtype"] == "float64"
+    ref = concatenated_batch_reference(PipelineConfig(**LOCAL_M), streams=1).state_dict()
+    for s, saved in enumerate(_stage_states(tmp / "local_m", stages)):
+        for name, value in saved["state"].items():
+            torch.testing.assert_close(value, ref[name], rtol=1e-12, atol=1e-12,
+                                       msg=f"local/M stage {s}: {name} differs from one step on the whole batch")
+
+
+# --------------------------------------------------------------------- data parallel stages
+DP_RUNS = [dict(schedule="local", update_every=1), dict(schedule="local", update_every=3),
+           dict(schedule="1f1b", update_every=1, optimizer="sgd", lr=0.1)]
+
+
+def test_two_stages_of_two_replicas_equal_the_single_process_learner_on_the_concatenated_batch(tmp_path):
+    """4 processes: 2 stages x 2 replicas, each replica reading its own micro-batches; the replicas
+    average their gradients, so every replica ends where the single-process learner ends after
+    training on both replicas' micro-batches concatenated (float64)."""
+    configs = [PipelineConfig(stages=2, dp=2, method="chunked-2", dtype="float64", save_params=str(tmp_path / f"dp{i}"),
+                              **MODELS["mlp"], **{**SMALL, "micro_batches": 3, **run})
+               for i, run in enumerate(DP_RUNS)]
+    records = run_pipeline(configs, timeout=240, progress=False)
+    for i, (cfg, record) in enumerate(zip(configs, records)):
+        assert (record["dp"], record["processes"], len(record["per_stage"])) == (2, 4, 4)
+        assert [(st["stage"], st["replica"]) for st in record["per_stage"]] == [(0, 0), (1, 0), (0, 1), (1, 1)]
+        if cfg.schedule == "local":
+            ref = concatenated_batch_reference(cfg, streams=2)
+        else:
+            ref = backprop_reference_concatenated(cfg)
+        ref = ref.state_dict()
+        for s in range(2):
+            for name in (f"stage{s}.pt", f"stage{s}_replica1.pt"):
+                saved = torch.load(tmp_path / f"dp{i}" / name)["state"]
+                for key, value in saved.items():
+                    if cfg.schedule != "local" and not key.startswith("net."):
+                        continue
+                    torch.testing.assert_close(value, ref[key], rtol=1e-10, atol=1e-12,
+                                               msg=f"{cfg.schedule}/{cfg.update_every} {name}: {key} differs")
+
+
+def backprop_reference_concatenated(cfg: PipelineConfig):
+    """Backprop, one step per step on both replicas' micro-batches (mean loss over all samples)."""
+    def run():
+        _, spec = data_spec(cfg)
+        learner = build_learner(cfg, spec)
+        opt = make_optimizer(cfg, learner.net.parameters())
+        its = [micro_batches(cfg, None, spec, cfg.seed + 1000 * r) for r in range(cfg.dp)]
+        for _ in range(cfg.warmup_steps + cfg.steps):
+            parts = [next(it) for _ in range(cfg.micro_batches) for it in its]
+            x, y = torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+            learner.net.loss(learner.net(x), y).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        return learner
+    return _single_thread(run)

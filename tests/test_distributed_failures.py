@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 import torch.distributed as dist
 
-from paper_repro.distributed import bench, comm
+from paper_repro import cli
+from paper_repro.distributed import comm
 from paper_repro.distributed.bench import run_pipeline
 from paper_repro.distributed.comm import EXIT_FAILED, EXIT_PEER_FAILED
 from paper_repro.distributed.launch import PipelineError
-from paper_repro.distributed.stages import PipelineConfig
+from paper_repro.distributed import PipelineConfig
 
 TINY = dict(model="mlp", model_kwargs={"depth": 4, "width": 16}, image_size=4, micro_batch=2, micro_batches=4,
             steps=2, warmup_steps=1)
@@ -55,7 +56,7 @@ def test_a_killed_stage_stops_the_others_within_60s(stages, via, capsys):
         message, logs = str(err), err.logs
     else:  # paper-repro bench pipeline: exit status 1, the launcher's message on stderr
         t0 = time.monotonic()
-        code = bench.main(["pipeline", "--stages", str(stages), "--model", "mlp", "--model-kwargs",
+        code = cli.main(["bench", "pipeline", "--stages", str(stages), "--model", "mlp", "--model-kwargs",
                            '{"depth": 4, "width": 16}', "--image-size", "4", "--micro-batch", "2",
                            "--micro-batches", "4", "--steps", "2", "--fault", "kill@1:2",
                            "--launch-timeout", "120", "--no-progress"])

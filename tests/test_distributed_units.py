@@ -1,14 +1,20 @@
 """Single-process parts of paper_repro.distributed: stage cut, memory meter, comm-only CLI, tables."""
+import itertools
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
 import torch.nn as nn
 
-from paper_repro import methods, models
-from paper_repro.distributed import bench, report
+from paper_repro import cli, methods, models
+from paper_repro.distributed import report
 from paper_repro.distributed.memory import SavedTensorMeter, saved_bytes_of, state_bytes
-from paper_repro.distributed.stages import PipelineConfig, balanced_split, plan_stages, predicted_comm
+from paper_repro.distributed import PipelineConfig, balanced_split, boundary_info, plan_stages, predicted_comm
+from paper_repro.distributed.inputs import data_spec
+from paper_repro.distributed import run, timing
+from paper_repro.distributed.options import expand
+from paper_repro.distributed.timing import module_times, time_split
 
 
 @pytest.mark.parametrize("costs,stages,expected", [
@@ -19,6 +25,44 @@ from paper_repro.distributed.stages import PipelineConfig, balanced_split, plan_
 ])
 def test_balanced_split_minimises_the_largest_stage(costs, stages, expected):
     assert balanced_split(costs, stages) == expected
+
+
+def _brute_force_best(costs, stages, send):
+    """The smallest largest-stage cost over every contiguous cut (independent of the DP)."""
+    n = len(costs)
+    best = float("inf")
+    for starts in itertools.combinations(range(1, n), stages - 1):
+        bounds = [0, *starts, n]
+        worst = max(sum(costs[bounds[s]:bounds[s + 1]]) + (send[bounds[s + 1] - 1] if s < stages - 1 else 0)
+                    for s in range(stages))
+        best = min(best, worst)
+    return best
+
+
+def _stage_costs(costs, starts, send):
+    bounds = [0, *starts, len(costs)]
+    return [sum(costs[bounds[s]:bounds[s + 1]]) + (send[bounds[s + 1] - 1] if s < len(bounds) - 2 else 0)
+            for s in range(len(bounds) - 1)]
+
+
+def test_balanced_split_with_send_costs_is_optimal_on_random_costs():
+    gen = torch.Generator().manual_seed(0)
+    for trial in range(60):
+        n = int(torch.randint(2, 9, (1,), generator=gen))
+        stages = int(torch.randint(1, n + 1, (1,), generator=gen))
+        costs = torch.rand(n, generator=gen).tolist()
+        send = (torch.rand(n, generator=gen) * (trial % 3)).tolist()
+        starts = balanced_split(costs, stages, send)
+        assert len(starts) == stages - 1 and starts == sorted(set(starts))
+        assert max(_stage_costs(costs, starts, send)) == pytest.approx(_brute_force_best(costs, stages, send))
+
+
+def test_send_costs_move_the_cut_away_from_an_expensive_boundary():
+    # equal compute: without send costs the cut is in the middle; sending item 1's output is dear
+    assert balanced_split([1, 1, 1, 1], 2) == [2]
+    assert balanced_split([1, 1, 1, 1], 2, [0, 5, 0, 0]) == [1]  # stage 0 = [0] + send 0 = 1 vs [0,1] + 5
+    with pytest.raises(ValueError, match="cannot cut 3 items into stages=4"):
+        balanced_split([1, 1, 1], 4)
 
 
 def test_plan_sends_the_input_block_of_the_next_stage():
@@ -62,7 +106,7 @@ def test_state_bytes_counts_params_grads_and_adam_state():
 
 def test_comm_only_cli_writes_json(tmp_path, capsys):
     out = tmp_path / "comm.json"
-    code = bench.main(["pipeline", "--model", "resnet18", "--model-kwargs", '{"width": 8}', "--image-size", "16",
+    code = cli.main(["bench", "pipeline", "--model", "resnet18", "--model-kwargs", '{"width": 8}', "--image-size", "16",
                        "--stages", "3", "--micro-batch", "4", "--micro-batches", "12", "--schedule", "local,gpipe,ddp", "--comm-only",
                        "--json", str(out)])
     assert code == 0
@@ -90,35 +134,37 @@ def test_comm_only_cli_writes_json(tmp_path, capsys):
 
 
 def test_bad_cli_values_exit_2(capsys):
-    assert bench.main(["pipeline", "--comm-only", "--dtype", "float32", "--stages", "0"]) == 2
+    assert cli.main(["bench", "pipeline", "--comm-only", "--dtype", "float32", "--stages", "0"]) == 2
     assert "stages must be a positive integer, got 0" in capsys.readouterr().err
 
 
 def test_targets_compare_runs_side_by_side():
-    def rec(schedule, sps, mem, comm):
-        return {"schedule": schedule, "micro_batch": 8, "samples_per_s": sps, "busy_fraction_per_stage": [0.95, 0.92],
+    def rec(schedule, sps, mem, comm, every=None):
+        return {"schedule": schedule, "micro_batch": 8, "micro_batches": 16, "update_every": every,
+                "samples_per_s": sps, "busy_fraction_per_stage": [0.95, 0.92],
                 "peak_mem_bytes_per_stage": mem, "comm_bytes_per_sample": comm}
-    rows = report.targets([rec("local", 130, [90, 80], {"forward": 10, "backward": 0}),
+    rows = report.targets([rec("local", 130, [90, 80], {"forward": 10, "backward": 0}, 1),
+                           rec("local", 150, [90, 80], {"forward": 10, "backward": 0}, 16),
                            rec("1f1b-recompute", 100, [100, 80], {"forward": 10, "backward": 10}),
-                           rec("gpipe", 120, [300, 200], {"forward": 10, "backward": 10})])
-    got = {r["target"]: (round(r["value"], 3), r["met"]) for r in rows}
-    assert got["throughput local / 1F1B+recompute"] == (1.3, True)
-    assert got["throughput local / best(GPipe, 1F1B)"] == (1.083, True)
-    assert got["comm bytes local / pipelined backprop"] == (0.5, True)
-    assert got["peak memory local / 1F1B+recompute (worst stage)"] == (1.0, True)
-    assert "MISSED" not in report.format_targets(rows)
-
-
-def test_profiles():
-    assert report.profile_settings("quick")["stages"] == 2
-    with pytest.raises(ValueError, match="unknown profile 'huge'; valid: quick, cpu, full"):
-        report.profile_settings("huge")
+                           rec("gpipe", 120, [300, 200], {"forward": 10, "backward": 10}),
+                           rec("zbv", 110, [300, 200], {"forward": 10, "backward": 10}),
+                           rec("zbv-recompute", 140, [300, 200], {"forward": 10, "backward": 10})])
+    got = {r["target"]: (round(r["value"], 3), r["met"], r.get("peer")) for r in rows}
+    assert got["throughput local / 1F1B+recompute"] == (1.3, True, "1f1b-recompute")
+    # local against schedules without recomputation only; local/M against every one of them
+    assert got["throughput local / best pipelined backprop without recomputation"] == (1.083, True, "gpipe")
+    assert got["throughput local/M / 1F1B+recompute"] == (1.5, True, "1f1b-recompute")
+    assert got["throughput local/M / best pipelined backprop"] == (1.071, False, "zbv-recompute")
+    assert got["busy fraction of the least busy local/M stage"] == (0.92, True, None)
+    assert got["comm bytes local / pipelined backprop"] == (0.5, True, None)
+    assert got["peak memory local / 1F1B+recompute (worst stage)"] == (1.0, True, None)
+    assert "MISSED" in report.format_targets(rows)
+    assert [report.label(r) for r in (rec("local", 1, [], {}, 1), rec("local", 1, [], {}, 16),
+                                      rec("local", 1, [], {}, 4))] == ["local", "local/M", "local/4"]
 
 
 def test_predicted_comm_for_ddp_is_a_ring_allreduce():
     learner = methods.build(models.mlp(depth=4, width=8, in_dim=4), "chunked-2")
-    from paper_repro.distributed.stages import boundary_info
-    from types import SimpleNamespace
     spec = SimpleNamespace(kind="image", input_shape=(1, 2, 2), seq_len=None, num_classes=10)
     infos = boundary_info(learner, spec)
     cfg = PipelineConfig(schedule="ddp", stages=2, micro_batch=2, micro_batches=4)
@@ -126,3 +172,60 @@ def test_predicted_comm_for_ddp_is_a_ring_allreduce():
     assert predicted_comm(cfg, plan, infos, spec, 1000) == {
         "forward": 0, "backward": 2 * 1 * 1000 / 8, "forward_activations": 0, "forward_labels": 0,
         "per_boundary": []}
+
+
+def test_module_times_measure_every_module_and_leave_the_learner_alone():
+    cfg = PipelineConfig(model="mlp", model_kwargs={"depth": 4, "width": 16}, image_size=4, stages=2,
+                         method="greedy", micro_batch=4)
+    _, spec = data_spec(cfg)
+    learner = methods.build(models.mlp(depth=4, width=16, in_dim=48), "greedy")
+    before = {k: v.clone() for k, v in learner.state_dict().items()}
+    times = module_times(learner, spec, cfg, reps=1)
+    assert len(times["compute"]) == len(times["send"]) == learner.num_modules
+    assert all(t > 0 for t in times["compute"]) and all(t > 0 for t in times["send"][:-1])
+    assert times["send"][-1] == 0.0  # the last module sends nothing
+    assert all(torch.equal(before[k], v) for k, v in learner.state_dict().items())
+    assert all(p.grad is None for p in learner.parameters())
+    split = time_split(learner, spec, cfg)
+    assert len(split) == 1 and 1 <= split[0] <= 3
+    with pytest.raises(ValueError, match="stages=5 is more than the 4 local modules"):
+        time_split(learner, spec, PipelineConfig(stages=5))
+
+
+def test_local_slash_m_expands_to_one_step_per_step():
+    common = dict(model="mlp", stages=2, micro_batches=8)
+    configs = expand(common, ["local", "local/M", "zbv"], [4], update_every=[1, 2])
+    assert [(c.schedule, c.update_every) for c in configs] == [("local", 1), ("local", 2), ("local", 8), ("zbv", 1)]
+    with pytest.raises(ValueError, match="unknown schedule 'local/X'"):
+        expand(common, ["local/X"], [4])
+
+
+def test_the_default_cut_balances_measured_time(monkeypatch):
+    """Without --split the cut follows the measured module times (here hand-made ones that
+    put the cut where FLOPs would not) and the record of the config says so."""
+    cfg = PipelineConfig(model="mlp", model_kwargs={"depth": 4, "width": 16}, image_size=4, stages=2, method="greedy")
+    assert cfg.balance == "time"
+    made = {"compute": [1.0, 1.0, 1.0, 5.0], "send": [0.0, 0.0, 0.0, 0.0]}
+    seen = []
+
+    def fake_times(learner, spec, c, reps=3):
+        seen.append(c)
+        return made
+    monkeypatch.setattr(timing, "module_times", fake_times)
+    plan = run.prepare(cfg)[4]
+    assert seen and plan.modules == [[0, 1, 2], [3]]
+    flops = run.prepare(PipelineConfig(**{**cfg.to_dict(), "balance": "flops"}))[4]
+    assert flops.modules != plan.modules and len(seen) == 1
+
+
+def test_multi_stage_schedules_need_enough_micro_batches_and_blocks():
+    with pytest.raises(ValueError, match="needs micro_batches >= 2 \\* stages = 4, got micro_batches=3"):
+        PipelineConfig(model="mlp", schedule="zbv", stages=2, micro_batches=3).validate()
+    with pytest.raises(ValueError, match="multiple of micro_batches // stages = 2, got micro_batches=5"):
+        PipelineConfig(model="mlp", schedule="interleaved-1f1b", stages=2, micro_batches=5).validate()
+    with pytest.raises(ValueError, match="dp=2 replicates pipeline stages"):
+        PipelineConfig(model="mlp", schedule="ddp", stages=2, dp=2, micro_batches=4).validate()
+    cfg = PipelineConfig(model="mlp", model_kwargs={"depth": 3, "width": 8}, image_size=4, schedule="zbv",
+                         stages=2, micro_batches=4)
+    with pytest.raises(ValueError, match="cannot cut the 3 blocks of model 'mlp' into 4 pipeline stages"):
+        run.prepare(cfg)

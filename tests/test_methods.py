@@ -181,3 +181,16 @@ def test_bad_specs_raise_naming_value(spec):
 def test_overlapping_needs_two_blocks():
     with pytest.raises(ValueError, match="at least 2 blocks"):
         methods.build(models.mlp(depth=1, width=8, in_dim=4, num_classes=2), "overlapping")
+
+
+def test_build_wraps_a_sequential_and_says_what_it_needs():
+    seq = torch.nn.Sequential(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU()), torch.nn.Linear(8, 8))
+    learner = methods.build(seq, "greedy", num_classes=3, example=torch.randn(2, 4))
+    assert learner.num_modules == 2 and len(learner.losses(torch.randn(5, 4), torch.randint(3, (5,)))) == 2
+    with pytest.raises(ValueError, match="num_classes"):
+        methods.build(seq, "greedy")
+    with pytest.raises(ValueError, match="needs a BlockNet.*Linear"):
+        methods.build(torch.nn.Linear(2, 2), "greedy")
+    with pytest.raises(ValueError, match="num_classes.*not a BlockNet"):
+        methods.build(learner.net, "greedy", num_classes=3)
+

@@ -77,3 +77,60 @@ def test_unknown_model_names_choices():
         models.resnet("resnet101")
     with pytest.raises(ValueError, match="n_heads"):
         models.transformer_lm(d_model=10, n_heads=3)
+
+
+# ------------------------------------------------------------------ wrapping nn.Sequential
+def _conv_seq():
+    return torch.nn.Sequential(torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU()),
+                               torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, stride=2, padding=1), torch.nn.ReLU()),
+                               torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16 * 4 * 4, 32)))
+
+
+@pytest.mark.parametrize("example", [torch.randn(2, 3, 8, 8), None])
+def test_from_sequential_default_heads_by_output_shape(example):
+    torch.manual_seed(0)
+    net = models.BlockNet.from_sequential(_conv_seq(), num_classes=5, example=example)
+    assert len(net.blocks) == 3 and net.task == "classification" and net.model is None
+    x = torch.randn(4, 3, 8, 8)
+    feats = net.features(x)
+    assert [tuple(f.shape) for f in feats] == [(4, 8, 8, 8), (4, 16, 4, 4), (4, 32)]
+    for i, f in enumerate(feats):
+        head = net.make_head(i)
+        logits = head(f)
+        assert tuple(logits.shape) == (4, 5)
+        if i < 2:  # image outputs: global average pool, then linear
+            torch.testing.assert_close(logits, head.linear(f.mean(dim=(2, 3))))
+    assert tuple(net(x).shape) == (4, 5)
+
+
+def test_from_sequential_token_outputs_get_per_token_heads_and_the_lm_loss():
+    seq = [torch.nn.Embedding(11, 6), torch.nn.Linear(6, 6)]
+    net = models.BlockNet.from_sequential(seq, num_classes=11, example=torch.randint(11, (2, 5)))
+    assert net.task == "lm"
+    tokens = torch.randint(11, (3, 5))
+    logits = net(tokens)
+    assert tuple(logits.shape) == (3, 5, 11)
+    torch.testing.assert_close(net.loss(logits, tokens),
+                               torch.nn.functional.cross_entropy(logits.reshape(-1, 11), tokens.reshape(-1)))
+
+
+def test_from_sequential_errors_name_the_block_and_shapes():
+    bad = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(5, 3))
+    with pytest.raises(ValueError, match=r"block 1 \(Linear\) cannot take the output of block 0 of shape \(2, 8\)"):
+        models.BlockNet.from_sequential(bad, num_classes=3, example=torch.randn(2, 4))
+    with pytest.raises(ValueError, match=r"block 0 \(Linear\) cannot take the example input of shape \(2, 7\)"):
+        models.BlockNet.from_sequential(bad, num_classes=3, example=torch.randn(2, 7))
+    five_d = [torch.nn.Identity()]
+    with pytest.raises(ValueError, match=r"shape \(1, 2, 2, 2, 2\).*head="):
+        models.BlockNet.from_sequential(five_d, num_classes=3, example=torch.randn(1, 2, 2, 2, 2))
+    with pytest.raises(ValueError, match=r"head for block 0 .*shape \(2, 4\)"):
+        models.BlockNet.from_sequential([torch.nn.Identity()], head=lambda i: torch.nn.Linear(9, 2),
+                                        example=torch.randn(2, 4))
+    with pytest.raises(ValueError, match="num_classes"):
+        models.BlockNet.from_sequential([torch.nn.Identity()])
+    with pytest.raises(ValueError, match="non-empty"):
+        models.BlockNet.from_sequential([])
+    with pytest.raises(ValueError, match="int"):
+        models.BlockNet.from_sequential([torch.nn.Identity(), 3], num_classes=2)
+    with pytest.raises(ValueError, match="default head takes"):
+        models.BlockNet.from_sequential([torch.nn.Identity()], num_classes=2)(torch.randn(2))

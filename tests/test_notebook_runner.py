@@ -1,6 +1,5 @@
 """The Papermill batch runner on tiny notebooks made here (a real kernel runs them)."""
 
-import argparse
 import json
 import sys
 
@@ -8,7 +7,8 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from paper_repro.notebooks import PROFILES, add_cli, run_notebooks
+from paper_repro.cli import build_parser
+from paper_repro.notebooks import PROFILES, check_parameters, run_notebooks
 
 PARAMS = 'profile = "quick"\nfigures_dir = "../figures"'
 WRITE_PNG = """
@@ -108,9 +108,8 @@ def test_failing_notebook_is_named_and_batch_continues(dirs):
     assert (figs / "tiny_quick.png").exists()  # the notebook after the failure still ran
 
 
-def test_add_cli_registers_notebooks_run():
-    parser = argparse.ArgumentParser()
-    add_cli(parser.add_subparsers(dest="command"))
+def test_cli_registers_notebooks_run():
+    parser = build_parser()
     args = parser.parse_args(["notebooks", "run", "--profile", "full", "--only", "fig2",
                               "--out", "o", "--figures", "f"])
     assert (args.profile, args.only, args.out, args.figures) == ("full", ["fig2"], "o", "f")
@@ -122,8 +121,6 @@ def test_add_cli_registers_notebooks_run():
 
 
 def test_check_parameters_names_bad_values():
-    from paper_repro.notebooks import check_parameters
-
     types = dict(profile=str, steps=int, data_dir=(str, type(None)))
     check_parameters(dict(profile="quick", steps=3, data_dir=None), types)
     with pytest.raises(ValueError, match=r"steps='abc' has type str; expected int"):

@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from paper_repro import preflight, profiles
+from paper_repro import preflight, settings
+from paper_repro.sweep import grid_flops
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.timeout(120)
@@ -119,8 +120,8 @@ def quick_plan():
 def test_plan_is_the_cost_model_count(quick_plan):
     table = quick_plan
     rows = table.set_index("workload")
-    mlp_grid = profiles.compute_grid("mlp", "quick")
-    expected = profiles.grid_flops(mlp_grid, (1, 8, 8), 10)["flops"]  # counted on real CPU tensors
+    mlp_grid = settings.compute_grid("mlp", "quick")
+    expected = grid_flops(mlp_grid, (1, 8, 8), 10)["flops"]  # counted on real CPU tensors
     row = rows.loc[mlp_grid.description]
     assert row["flops"] == expected and row["runs"] == len(mlp_grid.points())
     assert row["gpu_hours"] == pytest.approx(expected / 1e12 / 3600)
@@ -145,7 +146,7 @@ def test_full_plan_uses_paper_scale_shapes():
     assert by_nb["06_feature_similarity"].input_shape == (3, 224, 224)
     assert by_nb["06_feature_similarity"].num_classes == 1000
     assert by_nb["02_transformer_compute_efficiency"].input_shape == (128,)
-    assert by_nb["01_mlp_compute_efficiency"].grid == profiles.compute_grid("mlp", "full")
+    assert by_nb["01_mlp_compute_efficiency"].grid == settings.compute_grid("mlp", "full")
     labels = [w for w in preflight.workloads("full") if w.notebook == "07_random_labels"]
     assert [w.grid.steps for w in labels] == [100 * 391, 100 * 391]  # 100 epochs of 50,000 / 128
 
@@ -164,6 +165,6 @@ def test_readme_cost_table_is_what_the_plan_computes():
     m = re.search(r"resnet-imagenet`, not part of the notebook\s+batch\) adds ([0-9.e+]+) FLOPs, ([0-9.]+) GPU-hours",
                   text)
     with torch.device("meta"):
-        imagenet = profiles.grid_flops(profiles.compute_grid("resnet-imagenet", "full"), (3, 224, 224), 1000)
+        imagenet = grid_flops(settings.compute_grid("resnet-imagenet", "full"), (3, 224, 224), 1000)
     assert m and float(m.group(1)) == float(f"{imagenet['flops']:.3g}")
     assert abs(float(m.group(2)) - imagenet["flops"] / preflight.DEFAULT_SUSTAINED_FLOPS / 3600) < 0.05

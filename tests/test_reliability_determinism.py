@@ -1,4 +1,4 @@
-"""Issue 6, determinism: the same seed and config give bitwise-identical training on CPU.
+"""Determinism: the same seed and config give bitwise-identical training on CPU.
 
 Covers the single-process trainer (MLP, Transformer, ResNet; greedy and chunked) and a sweep
 point (run twice into two stores, and against the trainer run directly). The local pipeline

@@ -1,4 +1,4 @@
-"""Issue 6, faults: a sweep or benchmark killed or interrupted mid-run loses nothing finished.
+"""Faults: a sweep or benchmark killed or interrupted mid-run loses nothing finished.
 
 Each test starts the real command (``python -m paper_repro ...``) as a subprocess in its own
 session (process group), injects the fault with ``os.kill`` while a run is in progress, and
@@ -73,7 +73,8 @@ def _points(tmp_path):
 
 def _saved(tmp_path):
     """{point id: (mtime_ns, bytes)} of the point files (temporary files are dot files ending in .tmp)."""
-    return {f.stem: (f.stat().st_mtime_ns, f.read_bytes()) for f in _points(tmp_path).glob("*.csv")}
+    return {f.name.removesuffix(".csv.gz"): (f.stat().st_mtime_ns, f.read_bytes())
+            for f in _points(tmp_path).glob("*.csv.gz")}
 
 
 def _wait_mid_point(tmp_path, proc, done=2):
@@ -86,7 +87,7 @@ def _wait_mid_point(tmp_path, proc, done=2):
 def _check_complete(tmp_path):
     """Every point file in the store is a whole run: parses, has every column, and ends at the
     last step (finished) or at the step where the loss went non-finite (diverged)."""
-    files = sorted(_points(tmp_path).glob("*.csv"))
+    files = sorted(_points(tmp_path).glob("*.csv.gz"))
     df = sweep.load_results(tmp_path / "results" / "faults") if files else pd.DataFrame()
     for pid, run in df.groupby("point_id"):
         assert run["step"].tolist() == list(range(1, len(run) + 1)), pid
@@ -255,10 +256,10 @@ def test_leftovers_of_a_killed_writer_are_cleaned_and_never_block_a_resume(tmp_p
     grid = sweep.Grid(**GRID)
     root = tmp_path / "faults"
     root.mkdir()
-    (root / f".grid.json.{sweep._HOST}.{dead.pid}.tmp").write_text('{"name": ')  # killed at creation
+    (root / f".grid.json.{sweep.store._HOST}.{dead.pid}.tmp").write_text('{"name": ')  # killed at creation
     sweep.open_store(root, grid)
     assert sorted(f.name for f in root.iterdir()) == ["grid.json", "points"]
-    names = {"dead": f".{IDS[0]}.csv.{sweep._HOST}.{dead.pid}.tmp", "alive": f".{IDS[1]}.csv.{sweep._HOST}."
+    names = {"dead": f".{IDS[0]}.csv.{sweep.store._HOST}.{dead.pid}.tmp", "alive": f".{IDS[1]}.csv.{sweep.store._HOST}."
              f"{os.getpid()}.tmp", "other host": f".{IDS[2]}.csv.elsewhere.{dead.pid}.tmp"}
     for name in names.values():
         (root / "points" / name).write_text("step,exam")  # half a file

@@ -1,4 +1,4 @@
-"""Issue 6, bad input: every mistake a user can type costs seconds, not a night.
+"""Bad input: every mistake a user can type costs seconds, not a night.
 
 Each case runs ``paper-repro`` in-process (``cli.main``) as a user would and checks exit status 2
 and that stderr names the bad value and what is allowed; one case runs the real console script
@@ -18,7 +18,8 @@ import pandas as pd
 import pytest
 import torch
 
-from paper_repro import analysis, cli, methods, models, profiles, sweep, train
+from paper_repro import analysis, cli, methods, models, settings, sweep, train
+from paper_repro.plots import efficiency as efficiency_plots
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
@@ -237,7 +238,7 @@ def test_sweep_bad_results_path_device_and_grid_file_shape(tmp_path, capsys):
 
 
 def test_sweep_into_a_foreign_results_folder(tmp_path, capsys):
-    grid = profiles.compute_grid("mlp", "quick")
+    grid = settings.compute_grid("mlp", "quick")
     store = tmp_path / grid.name
     store.mkdir()
     (store / "notes.txt").write_text("someone else's files")
@@ -275,27 +276,25 @@ def _curve(pid, method):
 
 def test_unreached_target_is_reported_not_reached():
     table = pd.concat([_curve("a", "backprop"), _curve("b", "greedy")], ignore_index=True)
-    ttt = analysis.time_to_target(table, [0.1, 1.8], window=1)
+    ttt = analysis.time_to_target(table, [0.1, 1.8], "steps:1")
     low = ttt[ttt["target"] == 0.1]
     assert len(low) == 2 and not low["reached"].any() and low[["step", "compute", "time"]].isna().all().all()
     assert ttt[ttt["target"] == 1.8]["reached"].all()
-    assert analysis.pareto_frontier(ttt)["target"].eq(1.8).all()
+    assert analysis.staircase(analysis.over_seeds(ttt))["target"].eq(1.8).all()
 
 
 def test_unreached_target_says_so_in_the_plot_and_speedup():
     import matplotlib.pyplot as plt
 
     table = pd.concat([_curve("a", "backprop"), _curve("b", "greedy")], ignore_index=True)
-    ttt = analysis.time_to_target(table, [0.1], window=1)
-    assert analysis.unreached_targets(ttt) == [0.1]
-    frontier = analysis.pareto_frontier(ttt)
-    fig = analysis.plot_pareto(ttt, frontier, "unreached")
+    tables = analysis.study_tables(table, [0.1], "steps:1")
+    assert analysis.unreached_targets(tables.ttt) == [0.1]
+    fig = efficiency_plots.plot_frontiers(tables.configs, tables.fronts, "unreached")
     assert [t.get_text() for ax in fig.axes for t in ax.texts] == ["target 0.1 not reached\nby any run"]
-    speedups = analysis.speedup(frontier)  # nothing to compare: an empty table, not an error
-    assert speedups.empty and analysis.max_speedup(speedups).empty
-    fig2 = analysis.plot_speedup(speedups, "unreached")
-    assert any("no target reached" in t.get_text() for ax in fig2.axes for t in ax.texts)
-    assert analysis.claims_table(speedups, 10, "MLP").loc[0, "measured_max"].startswith("none (no target reached")
+    assert tables.speedup.empty and tables.headline.empty  # nothing to compare: empty tables, not an error
+    fig2 = efficiency_plots.plot_speedup_band(tables.speedup, [], "unreached")
+    assert any("no speedup defined" in t.get_text() for ax in fig2.axes for t in ax.texts)
+    assert analysis.claims_table(tables.headline, 10, "MLP").loc[0, "measured_max"].startswith("none (no target")
     # target 1.8 reached by both methods, 1.0 by greedy only, 0.1 by nobody: every target keeps its
     # panel, the speedup is computed where backprop reached the target and skipped elsewhere
     def run(pid, method, batch, losses, cp):
@@ -306,15 +305,14 @@ def test_unreached_target_says_so_in_the_plot_and_speedup():
                        run("a2", "backprop", 32, [2.0, 1.7, 1.4, 1.1, 1.05], 5.0),
                        run("b", "greedy", 8, np.linspace(2.0, 1.5, 5), 2.5),
                        run("b2", "greedy", 32, [2.0, 1.7, 1.2, 0.95, 0.8], 2.5)], ignore_index=True)
-    ttt = analysis.time_to_target(table, [1.8, 0.1, 1.0], window=1)
-    assert analysis.unreached_targets(ttt) == [0.1]
-    frontier = analysis.pareto_frontier(ttt)
-    fig3 = analysis.plot_pareto(ttt, frontier, "some unreached")
+    tables = analysis.study_tables(table, [1.8, 0.1, 1.0], "steps:1")
+    assert analysis.unreached_targets(tables.ttt) == [0.1]
+    fig3 = efficiency_plots.plot_frontiers(tables.configs, tables.fronts, "some unreached")
     texts = {ax.get_title(): [t.get_text() for t in ax.texts] for ax in fig3.axes}
-    assert texts == {"target loss 1.8": [], "target loss 1": ["not reached by backprop"],
-                     "target loss 0.1": ["target 0.1 not reached\nby any run"]}
+    assert texts == {"target 1.8": [], "target 1": ["not reached by backprop"],
+                     "target 0.1": ["target 0.1 not reached\nby any run"]}
     # at 1.8: backprop (240, 15) and (640, 10), greedy (240, 7.5) and (640, 5): twice as fast
-    s = analysis.speedup(frontier)
+    s = tables.speedup
     assert s["target"].tolist() == [1.8, 1.8] and s["compute"].tolist() == [240, 640]
     assert s["speedup"].tolist() == pytest.approx([2.0, 2.0])
     plt.close("all")
@@ -376,12 +374,7 @@ def _parameters_and_checked(path):
     return names, checked
 
 
-NOT_YET_VALIDATING: set[str] = set()
-
-
-@pytest.mark.parametrize("path", [pytest.param(p, id=p.stem, marks=[pytest.mark.xfail(
-    reason="similarity notebooks (their owner): parameters cell not yet passed to check_parameters",
-    strict=False)] if p.stem in NOT_YET_VALIDATING else []) for p in sorted(NOTEBOOKS.glob("*.ipynb"))])
+@pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("*.ipynb")), ids=lambda p: p.stem)
 def test_every_notebook_checks_the_type_of_every_parameter(path):
     names, checked = _parameters_and_checked(path)
     assert {"profile", "figures_dir"} <= names

@@ -9,8 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from paper_repro import methods, models, similarity
-from paper_repro.similarity import gradient_cosine, linear_cka
+from paper_repro import methods, models, probes
+from paper_repro.plots import save_figure
+from paper_repro.plots import similarity as similarity_plots
+from paper_repro.probes import gradient_cosine, linear_cka
 
 
 # ----------------------------------------------------------------------------- CKA
@@ -120,7 +122,7 @@ def test_cka_table_flattens_and_matches_reference():
     a, b = models.resnet("resnet18", num_classes=3, in_channels=1, width=4), \
         models.resnet("resnet18", num_classes=3, in_channels=1, width=4)
     x = torch.randn(16, 1, 8, 8)
-    df = similarity.cka_table({"ref": a, "other": b}, "ref", x)
+    df = probes.cka_table({"ref": a, "other": b}, "ref", x)
     assert list(df.columns) == ["method", "layer", "cka"] and len(df) == 2 * len(a.blocks)
     assert np.allclose(df[df.method == "ref"].cka, 1.0)
     feats_a, feats_b = a.eval().features(x), b.eval().features(x)
@@ -194,32 +196,32 @@ def test_recorder_in_training_loop(tmp_path):
     d = data.load("digits")
     cfg = train.TrainConfig(model="mlp", method="greedy", steps=6, batch_size=16, progress=False,
                             model_kwargs=dict(depth=3, width=16))
-    df = similarity.gradient_similarity_runs(cfg, ["greedy", "backprop"], [0], every=3, data=d)
+    df = probes.gradient_similarity_runs(cfg, ["greedy", "backprop"], [0], every=3, data=d)
     assert set(df.step) == {1, 3, 6} and set(df.layer) == {1, 2, 3}
     assert np.allclose(df[df.method == "backprop"].cosine, 1.0, atol=1e-5)
     assert np.allclose(df[(df.method == "greedy") & (df.layer == 3)].cosine, 1.0, atol=1e-5)
-    claims = similarity.gradient_claims(df)
+    claims = probes.gradient_claims(df)
     assert list(claims.layer) == [1, 2, 3] and claims.measured.iloc[-1] == pytest.approx(1.0, abs=1e-4)
     with pytest.raises(ValueError, match="every"):
-        similarity.GradientCosineRecorder(0)
+        probes.GradientCosineRecorder(0)
 
 
 # ------------------------------------------------------------------ plots and the rest
 def test_filter_mosaic_layout():
     w = torch.arange(64 * 3 * 3 * 3, dtype=torch.float32).reshape(64, 3, 3, 3)
-    img = similarity.filter_mosaic(w)
+    img = probes.filter_mosaic(w)
     assert img.shape == (8 * 4 + 1, 8 * 4 + 1, 3) and img.min() >= 0 and img.max() <= 1
     # filter 9 (row 1, col 1), channel 0, pixel (0, 0) is that filter's minimum -> 0
     assert img[1 + 4, 1 + 4, 0] == 0.0
     with pytest.raises(ValueError, match="conv weights"):
-        similarity.filter_mosaic(torch.zeros(4, 2, 3, 3))
+        probes.filter_mosaic(torch.zeros(4, 2, 3, 3))
 
 
 def test_random_label_runs_counts_epochs():
     from paper_repro import data, train
     d = data.load("digits", max_train=200, max_test=50)
     cfg = train.TrainConfig(model="mlp", batch_size=64, progress=False, model_kwargs=dict(depth=2, width=16))
-    df = similarity.random_label_runs(cfg, ["backprop", "greedy"], [0], epochs=2, data=d)
+    df = probes.random_label_runs(cfg, ["backprop", "greedy"], [0], epochs=2, data=d)
     assert list(df[df.method == "greedy"].epoch) == [0, 1, 2]
     assert df.train_acc.between(0, 1).all()
     shuffled = d.with_random_labels(0)
@@ -228,42 +230,31 @@ def test_random_label_runs_counts_epochs():
         train.evaluate(net, shuffled, "train", None)[1])
 
 
-def test_settings_and_bad_names():
-    assert similarity.settings("gradient", "quick")["depth"] == 5
-    for nb in similarity.NOTEBOOKS:
-        for profile in similarity.PROFILES:
-            assert similarity.settings(nb, profile)
-    with pytest.raises(ValueError, match="quick, cpu, full"):
-        similarity.settings("gradient", "huge")
-    with pytest.raises(ValueError, match="gradient"):
-        similarity.settings("nope", "quick")
-
-
 def test_plots_run(tmp_path):
     df = pd.DataFrame({"method": ["greedy"] * 4, "seed": [0, 0, 1, 1], "step": [1, 2, 1, 2],
                        "layer": [1, 1, 1, 1], "cosine": [0.1, 0.2, 0.15, 0.25]})
-    fig = similarity.plot_gradient_cosine(df, "t")
-    assert similarity.save_figure(fig, "g", tmp_path).is_file()
+    fig = similarity_plots.plot_gradient_cosine(df, "t")
+    assert save_figure(fig, "g", tmp_path).is_file()
     cka = pd.DataFrame({"method": ["a", "a", "b", "b"], "layer": [1, 2, 1, 2], "cka": [1, 1, 0.5, 0.4]})
-    assert similarity.save_figure(similarity.plot_cka_heatmap(cka, "t"), "c", tmp_path).is_file()
+    assert save_figure(similarity_plots.plot_cka_heatmap(cka, "t"), "c", tmp_path).is_file()
 
 
 def test_initial_net_is_the_common_start_and_filter_grids_plot(tmp_path):
     from paper_repro import data, train
     d = data.load("digits", max_train=100, max_test=20)
     cfg = train.TrainConfig(model="resnet18", batch_size=8, steps=1, progress=False, model_kwargs=dict(width=64))
-    init = similarity.initial_net(cfg, d)
+    init = probes.initial_net(cfg, d)
     for method in ("greedy", "chunked-3"):  # auxiliary heads are built after the net
         net = train.build_learner(dataclasses.replace(cfg, method=method), d).net
-        assert torch.equal(similarity.first_conv(net).weight, similarity.first_conv(init).weight)
-    fig = similarity.plot_filter_grids({"a": init, "b": init}, "t", init=init)
-    assert len(fig.axes) == 4 and similarity.save_figure(fig, "f", tmp_path).is_file()
+        assert torch.equal(probes.first_conv(net).weight, probes.first_conv(init).weight)
+    fig = similarity_plots.plot_filter_grids({"a": init, "b": init}, "t", init=init)
+    assert len(fig.axes) == 4 and save_figure(fig, "f", tmp_path).is_file()
 
 
 def test_random_label_claims_per_model():
     df = pd.DataFrame({"model": ["m1"] * 4 + ["m2"] * 2, "method": ["backprop", "greedy"] * 3,
                        "seed": 0, "epoch": [0, 0, 1, 1, 0, 0], "train_acc": [.1, .1, .9, .3, .1, .2]})
-    c = similarity.random_label_claims(df)
+    c = probes.random_label_claims(df)
     assert list(c.model) == ["m1", "m1", "m2", "m2"] and list(c.epochs) == [1, 1, 0, 0]
     assert list(c.measured_acc) == [0.9, 0.3, 0.1, 0.2] and list(c.paper_acc_100_epochs) == [0.78, 0.28] * 2
     assert list(c.mean_last_5_epochs) == [0.5, 0.2, 0.1, 0.2]

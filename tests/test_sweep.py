@@ -1,12 +1,11 @@
 """The sweep store: atomic point files, resume, shards, divergence, workers, CLI."""
-import argparse
 import json
 import os
 
 import pandas as pd
 import pytest
 
-from paper_repro import sweep
+from paper_repro import cli, sweep
 
 
 def tiny_grid(**over):
@@ -52,10 +51,10 @@ def test_run_resume_and_load(tmp_path):
     root = tmp_path / "tiny"
     rep = sweep.run_sweep(tiny_grid(), root, progress=False, threads=1)
     assert len(rep.finished) == 4 and rep.skipped == 0 and not rep.failed
-    files = sorted((root / "points").glob("*.csv"))
+    files = sorted((root / "points").glob("*.csv.gz"))
     assert len(files) == 4 and (root / "grid.json").is_file()
     df = sweep.load_results(root)
-    assert set(df.point_id) == {f.stem for f in files}
+    assert set(df.point_id) == {f.name.removesuffix(".csv.gz") for f in files}
     assert (df.groupby("point_id").step.max() == 6).all()
     assert set(df.status) == {"finished"} and df.total_flops_pe.gt(0).all()
     per = df.groupby("method").critical_path_flops_pe.first()
@@ -65,7 +64,7 @@ def test_run_resume_and_load(tmp_path):
     files[0].unlink()
     (root / "points" / f".{files[0].name}.999.tmp").write_text("half a file")
     rep = sweep.run_sweep(tiny_grid(), root, progress=False, threads=1)
-    assert rep.skipped == 3 and rep.finished == [files[0].stem]
+    assert rep.skipped == 3 and rep.finished == [files[0].name.removesuffix(".csv.gz")]
     assert all(f.stat().st_mtime_ns == mtimes[f.name] for f in files[1:])
     assert len(sweep.load_results(root)) == len(df)  # nothing duplicated, the .tmp ignored
     rep = sweep.run_sweep(tiny_grid(), root, progress=False)
@@ -116,8 +115,7 @@ def test_parallel_workers_write_the_same_points(tmp_path):
 def test_cli_runs_a_grid_file(tmp_path, capsys):
     grid_file = tmp_path / "g.json"
     grid_file.write_text(json.dumps(tiny_grid(name="cli", methods=["greedy"], batch_sizes=[8]).to_dict()))
-    parser = argparse.ArgumentParser()
-    sweep.add_cli(parser.add_subparsers(dest="command"))
+    parser = cli.build_parser()
     args = parser.parse_args(["sweep", "--grid", str(grid_file), "--results", str(tmp_path), "--no-progress",
                               "--threads", "1"])
     assert args.func(args) == 0

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 import torch
 
-from paper_repro import cli, train
+from paper_repro import cli, methods, train
 
 
 def cfg(**kw):
@@ -63,7 +63,7 @@ def test_bad_config_raises_naming_value(kw, word):
 
 
 def test_digits_accuracy_targets():
-    """Issue 2's bar: a 4-block MLP on digits reaches >= 95% test accuracy with backprop and
+    """The accuracy bar: a 4-block MLP on digits reaches >= 95% test accuracy with backprop and
     chunked-2, >= 90% with greedy and overlapping (400 steps of Adam, batch 64)."""
     accs = {}
     for method, bar in [("backprop", 0.95), ("chunked-2", 0.95), ("greedy", 0.90), ("overlapping", 0.90)]:
@@ -94,3 +94,76 @@ def test_cli_bad_input_exits_2(argv, word, capsys):
         raise SystemExit(rc)
     assert err.value.code == 2
     assert word in capsys.readouterr().err
+
+
+def test_train_eval_cadence_is_in_examples_for_every_batch_size():
+    """Evaluations fall where the examples seen cross multiples of eval_every_examples, plus
+    the last step; a batch larger than the cadence evaluates at every step."""
+    for batch, expected in [(32, [4, 8, 12, 15]), (48, [3, 6, 8, 10]), (200, list(range(1, 6)))]:
+        steps = {32: 15, 48: 10, 200: 5}[batch]
+        rec = train.train(cfg(batch_size=batch, steps=steps, eval_every_examples=128,
+                              train_eval_examples=100)).records
+        assert list(rec.loc[rec["train_eval_loss"].notna(), "step"]) == expected, batch
+        crossed = [s for s in range(1, steps + 1) if (s * batch) // 128 > ((s - 1) * batch) // 128]
+        assert set(crossed) | {steps} == set(expected)
+
+
+def test_train_eval_loss_is_the_heads_loss_on_a_fixed_training_subset():
+    data = train.load_data(cfg())
+    idx = train.train_eval_indices(data, 100)
+    assert len(idx) == 100 and len(set(idx.tolist())) == 100 and bool((idx[1:] > idx[:-1]).all())
+    assert torch.equal(idx, train.train_eval_indices(data, 100))  # the same subset every time
+    assert len(train.train_eval_indices(data, None)) == data.num_examples("train")
+    result = train.train(cfg(steps=7, eval_every_examples=10_000, train_eval_examples=100), data=data)
+    rec = result.records
+    assert rec["train_eval_loss"].notna().sum() == 1  # only the last step
+    x, y = data.batch("train", idx)
+    net = result.learner.net.eval()
+    with torch.no_grad():
+        direct = torch.nn.functional.cross_entropy(net(x), y).item()
+    assert rec["train_eval_loss"].iloc[-1] == pytest.approx(direct, rel=1e-5)
+    assert result.summary()["train_eval_loss"] == rec["train_eval_loss"].iloc[-1]
+    off = train.train(cfg(steps=3), data=data).records  # eval_every_examples=0: never
+    assert off["train_eval_loss"].isna().all()
+
+
+def test_text_train_subset_uses_non_overlapping_windows():
+    data = train.load_data(cfg(model="transformer", dataset="text", data_kwargs=dict(seq_len=16)))
+    idx = train.train_eval_indices(data, 50)
+    assert len(idx) == 50 and bool((idx % 16 == 0).all()) and int(idx.max()) < data.num_examples("train")
+
+
+def test_stop_loss_stops_at_the_first_evaluation_reaching_it():
+    full = train.train(cfg(method="backprop", steps=60, eval_every_examples=320, train_eval_examples=200)).records
+    evals = full.dropna(subset=["train_eval_loss"])
+    target = float(evals["train_eval_loss"].iloc[2])  # reached at the third evaluation (or earlier)
+    first = int(evals.loc[evals["train_eval_loss"] <= target, "step"].iloc[0])
+    assert first < 60
+    stopped = train.train(cfg(method="backprop", steps=60, eval_every_examples=320, train_eval_examples=200,
+                              stop_loss=target))
+    assert stopped.status == "finished" and int(stopped.records["step"].iloc[-1]) == first
+    pd.testing.assert_frame_equal(stopped.records.drop(columns="wall_time"),
+                                  full.iloc[:first].drop(columns="wall_time"))
+    never = train.train(cfg(steps=5, eval_every_examples=64, stop_loss=-1.0))
+    assert never.status == "finished" and len(never.records) == 5
+
+
+@pytest.mark.parametrize("kw, word", [(dict(eval_every_examples=-5), "eval_every_examples"),
+                                      (dict(train_eval_examples=0), "train_eval_examples"),
+                                      (dict(stop_loss=0.5), "eval_every_examples"),
+                                      (dict(stop_loss="low", eval_every_examples=10), "low")])
+def test_bad_train_eval_options_raise(kw, word):
+    with pytest.raises(ValueError, match=word):
+        cfg(**kw).validate()
+
+
+def test_a_wrapped_sequential_trains_and_the_records_name_it():
+    seq = torch.nn.Sequential(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 32), torch.nn.ReLU()),
+                              torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU()))
+    torch.manual_seed(0)
+    learner = methods.build(seq, "greedy", num_classes=10)  # lazy heads: sized by the trainer's first check
+    cfg = train.TrainConfig(model=None, method=None, steps=100, eval_every=0, eval_examples=None,
+                            progress=False)
+    result = train.train(cfg, learner=learner)
+    assert result.summary()["model"] == "sequential" and result.summary()["method"] == "greedy"
+    assert result.summary()["eval_acc"] > 0.6  # digits: 10 classes, chance 0.1

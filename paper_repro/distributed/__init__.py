@@ -1,6 +1,9 @@
 """Multi-process pipelines: local parallelism vs pipelined backprop vs DDP (see docs/pipeline.md).
 
-* :mod:`.stages`    the run's config, the stage cut, boundary shapes and predicted bytes
+* :mod:`.config`    the run's config (:class:`PipelineConfig`) and its checks
+* :mod:`.inputs`    data or synthetic inputs, the micro-batch stream, the learner every process builds
+* :mod:`.split`     the stage cut, boundary shapes and FLOPs
+* :mod:`.timing`    measured module times (time-balanced cut) and predicted bytes per schedule
 * :mod:`.comm`      process group, failure watchdog, counted non-blocking sends/receives
 * :mod:`.local`     the local-parallel pipeline (forward messages only)
 * :mod:`.baselines` ``torch.distributed.pipelining`` GPipe / 1F1B (+ recomputation) and DDP
@@ -9,6 +12,12 @@
 * :mod:`.launch`    the package launcher (one local process per stage)
 * :mod:`.bench`     ``paper-repro bench pipeline``; :mod:`.report` tables, targets, figures
 """
-from .stages import SCHEDULES, PipelineConfig  # noqa: F401
+from .config import BALANCES, DEVICES, DTYPES, OPTIMIZERS, SCHEDULES, PipelineConfig, parse_fault
+from .inputs import build_learner, data_spec, label_info, micro_batches, synthetic_batches
+from .split import BlockInfo, StagePlan, balanced_split, boundary_info, boundary_records, plan_stages
+from .timing import module_times, predicted_comm, time_split
 
-__all__ = ["SCHEDULES", "PipelineConfig"]
+__all__ = ["BALANCES", "DEVICES", "DTYPES", "OPTIMIZERS", "SCHEDULES", "PipelineConfig", "parse_fault",
+           "build_learner", "data_spec", "label_info", "micro_batches", "synthetic_batches",
+           "BlockInfo", "StagePlan", "balanced_split", "boundary_info", "boundary_records", "plan_stages",
+           "module_times", "predicted_comm", "time_split"]

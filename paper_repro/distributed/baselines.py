@@ -1,41 +1,64 @@
-"""The baselines on the same stages and devices: pipelined backprop and data parallelism.
+"""Pipelined backprop on the same devices, with PyTorch's own engine ``torch.distributed.pipelining``.
 
-Pipelined backprop uses PyTorch's own engine, ``torch.distributed.pipelining``: a
-``PipelineStage`` per process holding the same blocks as the local pipeline's stage (the last
-stage also the net's own head), driven by ``ScheduleGPipe`` or ``Schedule1F1B``; with
-recomputation the stage's module runs under ``torch.utils.checkpoint(use_reentrant=False)``.
-One optimizer step per step of ``micro_batches`` micro-batches (gradients averaged).
+One stage per process (``ScheduleGPipe``, ``Schedule1F1B``): a ``PipelineStage`` holding the
+same blocks as the local pipeline's stage (the last stage also the net's own head). Two stages
+per process (``ScheduleInterleaved1F1B`` and ``ScheduleInterleavedZeroBubble``: stages ``r``
+and ``r + S`` on process ``r``; ``ScheduleZBVZeroBubble`` and ``ScheduleDualPipeV``: stages
+``r`` and ``2S - 1 - r``): the blocks cut into ``2S`` stages by measured time
+(:func:`.timing.block_split`). The zero-bubble schedules split each backward into its input
+part and its weight part and fill the pipeline's bubbles with the latter. With
+``-recompute`` every stage module runs under ``torch.utils.checkpoint(use_reentrant=False)``.
+One optimizer step per step of ``micro_batches`` micro-batches (gradients averaged); with
+``dp > 1`` the replicas of a stage then average their gradients (:mod:`.replicas`).
 
 Bytes are counted where the sends are issued: :class:`CountingStage` adds up the tensors of
 the ``P2POp`` lists returned by ``get_fwd_send_ops`` (activations forward) and
 ``get_bwd_send_ops`` (gradients back), which are exactly the ops the schedules hand to
 ``batch_isend_irecv``. The one-off shape/metadata exchange on the first step is not counted.
 The labels go from stage 0 to the last stage once per step (counted as forward bytes).
-
-Data parallelism: ``DistributedDataParallel`` over the same processes, each holding the whole
-net, the ``micro_batches`` of a step split between them (gradient accumulation with
-``no_sync``). A DDP communication hook counts the gradient bytes handed to all-reduce.
 """
 from __future__ import annotations
 
 import contextlib
-import inspect
 import time
 
 import torch
-import torch.distributed as dist
 import torch.nn as nn
-from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
-from torch.nn.parallel import DistributedDataParallel
+from torch.distributed.pipelining import (PipelineStage, Schedule1F1B, ScheduleDualPipeV, ScheduleGPipe,
+                                          ScheduleInterleaved1F1B, ScheduleInterleavedZeroBubble,
+                                          ScheduleZBVZeroBubble)
 from torch.utils.checkpoint import checkpoint
 
+from ..build import make_optimizer, optimizer_impl
 from . import comm
-from .local import make_optimizer, maybe_fail, timing
+from .config import DTYPES, MULTI_STAGE, PipelineConfig
+from .inputs import label_info
+from .local import maybe_fail, timing
 from .memory import SavedTensorMeter, peak_memory, saved_bytes_of, state_bytes
-from .stages import DTYPES, PipelineConfig, label_info
+from .replicas import Placement, average_gradients
 
 LABEL_TAG = 100  # labels travel on their own tag, apart from the pipelining engine's messages
+SCHEDULE_CLASSES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved-1f1b": ScheduleInterleaved1F1B,
+                    "interleaved-zb": ScheduleInterleavedZeroBubble, "zbv": ScheduleZBVZeroBubble,
+                    "dualpipev": ScheduleDualPipeV}
+
+
+def stage_indices(schedule: str, stage: int, stages: int) -> list[int]:
+    """The pipeline stages process ``stage`` of ``stages`` holds under ``schedule``."""
+    if schedule not in MULTI_STAGE:
+        return [stage]
+    if schedule.startswith("interleaved"):
+        return [stage, stage + stages]
+    return [stage, 2 * stages - 1 - stage]
+
+
+def stage_blocks(cfg: PipelineConfig, plan, num_blocks: int) -> list[list[int]]:
+    """Blocks of every pipeline stage: the local pipeline's cut (``plan``) with one stage per
+    process, ``cfg.block_split`` with two."""
+    if cfg.schedule not in MULTI_STAGE:
+        return plan.blocks
+    bounds = [0, *cfg.block_split, num_blocks]
+    return [list(range(bounds[v], bounds[v + 1])) for v in range(len(bounds) - 1)]
 
 
 class StageModule(nn.Module):
@@ -90,22 +113,46 @@ class CountingStage(PipelineStage):
         finally:
             self.compute_s += time.perf_counter() - t0
 
+    def backward_weight_one_chunk(self, *args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return super().backward_weight_one_chunk(*args, **kwargs)
+        finally:
+            self.compute_s += time.perf_counter() - t0
+
 
 def _step_batches(cfg: PipelineConfig, batches, device, count: int):
     xs, ys = zip(*(next(batches) for _ in range(count)))
     return torch.cat(xs).to(device), torch.cat(ys).to(device)
 
 
-def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec, batches) -> dict:
-    s, S = ctx.rank, plan.stages
+def _recompute_saved_bytes(cfg, module: StageModule, first: bool, info, spec, device, params) -> int:
+    """Bytes one micro-batch's recomputation keeps alive inside ``module`` (checkpoint hides
+    them from outer hooks, so they are measured once here)."""
+    B = cfg.micro_batch
+    if first:
+        dtype = torch.long if spec.kind == "text" else DTYPES[cfg.dtype]
+        example = torch.zeros(B, *spec.input_shape, dtype=dtype, device=device)
+    else:
+        example = torch.zeros(B, *info.shape, dtype=info.dtype, device=device, requires_grad=True)
+    # the input itself is excluded: the checkpoint keeps it, so the outer hooks already count it
+    return saved_bytes_of(StageModule(list(module.blocks), module.head), example, exclude=[*params, example])
+
+
+def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec, batches,
+                           where: Placement) -> dict:
+    s, S = where.stage, plan.stages
     B, M = cfg.micro_batch, cfg.micro_batches
     net = learner.net
-    head = net.head if s == S - 1 else None
-    module = StageModule([net.blocks[b] for b in plan.blocks[s]], head,
-                         recompute=cfg.schedule == "1f1b-recompute").to(ctx.device)
-    params = [p for p in module.parameters()]
+    blocks = stage_blocks(cfg, plan, len(net.blocks))
+    total = len(blocks)
+    mine = stage_indices(cfg.schedule, s, S)
+    recompute = cfg.schedule.endswith("-recompute")
+    modules = [StageModule([net.blocks[b] for b in blocks[v]], net.head if v == total - 1 else None,
+                           recompute=recompute).to(ctx.device) for v in mine]
+    params = [p for m in modules for p in m.parameters()]
     opt = make_optimizer(cfg, params)
-    stage = CountingStage(module, s, S, ctx.device)
+    stages = [CountingStage(m, v, total, ctx.device, group=where.pipeline_group) for m, v in zip(modules, mine)]
     timer = {"loss_s": 0.0}
 
     def loss_fn(logits, y):
@@ -114,59 +161,60 @@ def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan
         timer["loss_s"] += time.perf_counter() - t0
         return loss
 
-    schedule_cls = ScheduleGPipe if cfg.schedule == "gpipe" else Schedule1F1B
-    schedule = schedule_cls(stage, M, loss_fn=loss_fn)
+    name = cfg.schedule.removesuffix("-recompute")
+    schedule = SCHEDULE_CLASSES[name](stages if cfg.schedule in MULTI_STAGE else stages[0], M, loss_fn=loss_fn)
+    has_first, has_last = 0 in mine, total - 1 in mine
+    last_rank = next(r for r in range(S) if total - 1 in stage_indices(cfg.schedule, r, S))
     lshape, ldtype = label_info(spec)
-    labels_out = comm.Sender(S - 1, 2, tag_base=LABEL_TAG) if s == 0 else None
-    labels_in = None
-    if s == S - 1:
-        labels_in = comm.Receiver(0, {"labels": ((M * B, *lshape), ldtype)}, ctx.device,
+    labels_out = labels_in = None
+    if has_first and not has_last:
+        labels_out = comm.Sender(where.rank_of(last_rank), 2, tag_base=LABEL_TAG)
+    if has_last and not has_first:
+        labels_in = comm.Receiver(where.rank_of(0), {"labels": ((M * B, *lshape), ldtype)}, ctx.device,
                                   cfg.warmup_steps + cfg.steps, tag_base=LABEL_TAG, prepost=False)
 
-    extra_saved = 0
     on_cpu = ctx.device.type == "cpu"
-    if cfg.schedule == "1f1b-recompute" and on_cpu:
-        # checkpoint hides its recomputation from outer hooks: measure one micro-batch's saved bytes
-        if s == 0:
-            dtype = torch.long if spec.kind == "text" else DTYPES[cfg.dtype]
-            example = torch.zeros(B, *spec.input_shape, dtype=dtype, device=ctx.device)
-        else:
-            info = infos[plan.send_blocks[s - 1]]
-            example = torch.zeros(B, *info.shape, dtype=info.dtype, device=ctx.device, requires_grad=True)
-        # the input itself is excluded: the checkpoint keeps it, so the hooks below already count it
-        extra_saved = saved_bytes_of(StageModule(list(module.blocks), module.head), example,
-                                     exclude=[*params, example])
+    extra_saved = 0
+    if recompute and on_cpu:
+        for m, v in zip(modules, mine):
+            info = infos[blocks[v - 1][-1]] if v > 0 else None
+            extra_saved += _recompute_saved_bytes(cfg, m, v == 0, info, spec, ctx.device, params)
     meter = SavedTensorMeter(exclude=params) if on_cpu else contextlib.nullcontext()
 
-    phases = dict.fromkeys(("data", "forward_backward", "optimizer"), 0.0)
+    phases = dict.fromkeys(("data", "forward_backward", "optimizer", "gradient_allreduce"), 0.0)
     busy, done_at = [], []
+    allreduce_bytes = 0
     loop_start = time.perf_counter()
     for step in range(cfg.warmup_steps + cfg.steps):
-        maybe_fail(cfg, s, step * M)
+        maybe_fail(cfg, ctx.rank, step * M)
         t0 = time.perf_counter()
-        stage.compute_s, timer["loss_s"] = 0.0, 0.0
+        for st in stages:
+            st.compute_s = 0.0
+        timer["loss_s"] = 0.0
         data = 0.0
         with meter:
-            if s == 0:
+            args, kwargs = [], {}
+            if has_first:
                 x, y = _step_batches(cfg, batches, ctx.device, M)
                 data = time.perf_counter() - t0
-                labels_out.send({"labels": y})
-                schedule.step(x)
-            elif s == S - 1:
-                y = labels_in.recv()["labels"]
-                losses: list = []
-                schedule.step(target=y, losses=losses)
-            else:
-                schedule.step()
+                if labels_out is not None:
+                    labels_out.send({"labels": y})
+                args = [x]
+            if has_last:
+                kwargs = {"target": y if has_first else labels_in.recv()["labels"], "losses": []}
+            schedule.step(*args, **kwargs)
         t1 = time.perf_counter()
+        allreduce_bytes += average_gradients(params, where)
+        t2 = time.perf_counter()
         opt.step()
         opt.zero_grad(set_to_none=True)
         if ctx.device.type == "cuda":
             torch.cuda.synchronize(ctx.device)
-        t2 = time.perf_counter()
-        t = {"data": data, "forward_backward": stage.compute_s + timer["loss_s"], "optimizer": t2 - t1}
-        busy.append(sum(t.values()))
-        done_at.append(t2)
+        t3 = time.perf_counter()
+        t = {"data": data, "forward_backward": sum(st.compute_s for st in stages) + timer["loss_s"],
+             "optimizer": t3 - t2, "gradient_allreduce": t2 - t1}
+        busy.append(t["data"] + t["forward_backward"] + t["optimizer"])
+        done_at.append(t3)
         if step >= cfg.warmup_steps:
             for k, v in t.items():
                 phases[k] += v
@@ -176,7 +224,7 @@ def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan
 
     warm = cfg.warmup_steps
     stats = timing(busy[warm:], done_at[-1] - (done_at[warm - 1] if warm else loop_start))
-    sent = dict(stage.sent)
+    sent = {k: sum(st.sent[k] for st in stages) for k in ("activations", "gradients")}
     if labels_out is not None:
         sent["labels"] = labels_out.bytes["labels"]
     stats.update({
@@ -184,60 +232,11 @@ def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan
         "phases_s": phases,
         "sent_bytes": sent,
         "received_bytes": dict(labels_in.bytes) if labels_in else {},
+        "stage_indices": mine,
+        "stage_blocks": [blocks[v] for v in mine],
         "memory": peak_memory(ctx.device, getattr(meter, "peak", 0), extra_saved, state_bytes(params, opt)),
         "recompute_saved_bytes": extra_saved,
-    })
-    return stats
-
-
-def run_ddp(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec, batches) -> dict:
-    B, M, S = cfg.micro_batch, cfg.micro_batches, ctx.world
-    per_rank = M // S
-    net = learner.net.to(ctx.device)
-    params = list(net.parameters())
-    # no buffer broadcast in forward: it would be traffic the hook below does not count
-    no_buffer_sync = ({"forward_sync_buffers": False}
-                      if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters
-                      else {"broadcast_buffers": False})
-    ddp = DistributedDataParallel(net, device_ids=[ctx.local_rank] if ctx.device.type == "cuda" else None,
-                                  gradient_as_bucket_view=True, **no_buffer_sync)
-    payload = {"bytes": 0}
-
-    def counting_allreduce(state, bucket):
-        state["bytes"] += comm.nbytes(bucket.buffer())
-        return default_hooks.allreduce_hook(dist.group.WORLD, bucket)
-
-    ddp.register_comm_hook(payload, counting_allreduce)
-    opt = make_optimizer(cfg, params)
-    on_cpu = ctx.device.type == "cpu"
-    meter = SavedTensorMeter(exclude=params) if on_cpu else contextlib.nullcontext()
-    busy, done_at = [], []
-    loop_start = time.perf_counter()
-    for step in range(cfg.warmup_steps + cfg.steps):
-        maybe_fail(cfg, ctx.rank, step * M)
-        t0 = time.perf_counter()
-        for j in range(per_rank):
-            x, y = next(batches)
-            x, y = x.to(ctx.device), y.to(ctx.device)
-            sync = contextlib.nullcontext() if j == per_rank - 1 else ddp.no_sync()
-            with sync, meter:
-                loss = net.loss(ddp(x), y) / per_rank
-                loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        if ctx.device.type == "cuda":
-            torch.cuda.synchronize(ctx.device)
-        t1 = time.perf_counter()
-        busy.append(t1 - t0)
-        done_at.append(t1)
-        ctx.progress(M)
-    warm = cfg.warmup_steps
-    stats = timing(busy[warm:], done_at[-1] - (done_at[warm - 1] if warm else loop_start))
-    stats.update({
-        "samples_timed": cfg.steps * M * B,
-        "allreduce_payload_bytes": payload["bytes"],
-        "sent_bytes": {"allreduce_ring_estimate": payload["bytes"] * 2 * (S - 1) / S},
-        "received_bytes": {},
-        "memory": peak_memory(ctx.device, getattr(meter, "peak", 0), 0, state_bytes(params, opt)),
+        "replica_allreduce_bytes": allreduce_bytes,
+        "optimizer_impl": optimizer_impl(opt),
     })
     return stats

@@ -1,4 +1,5 @@
-"""``paper-repro bench pipeline``: throughput, busy time, communication and memory per stage.
+"""The pipeline benchmark behind ``paper-repro bench pipeline``: throughput, busy time,
+communication and memory per stage.
 
     paper-repro bench pipeline --model resnet34 --image-size 224 --stages 4 --micro-batch 8 \\
         --micro-batches 16 --schedule local --json out.json
@@ -11,35 +12,40 @@ models too large for the machine at hand.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import sys
-from pathlib import Path
 
-from .launch import PipelineError, launch
-from .report import format_table, format_targets, median_records, targets, to_frame
-from .run import add_arguments, configs_from_args, prepare, write_json
-from .stages import PipelineConfig, boundary_records, label_info, predicted_comm
+from .launch import launch
+from .run import prepare
+from .config import MULTI_STAGE, PipelineConfig
+from .inputs import label_info
+from .split import boundary_records
+from .timing import predicted_comm
 
 
 def run_pipeline(configs: PipelineConfig | list[PipelineConfig], *, timeout: float | None = None,
                  progress: bool = True, **launch_kwargs) -> list[dict]:
     """Train each config in ``stages`` local processes (one launch for all); one record each.
 
-    The stage plan of every config is checked here first, so bad settings (e.g. overlapping
-    windows across stages) raise ValueError before any process starts."""
+    The stage plan of every config is made here first, so bad settings (e.g. overlapping
+    windows across stages) raise ValueError before any process starts, and a measured
+    (time-balanced) cut is measured once, in this process, and handed to every process as an
+    explicit ``split`` / ``block_split`` (the record's ``balance`` still says how it was found)."""
     configs = [configs] if isinstance(configs, PipelineConfig) else list(configs)
-    plans: dict[tuple, list[int]] = {}
+    cuts: dict[tuple, tuple] = {}
     resolved = []
     for cfg in configs:
         cfg.validate()
-        key = (cfg.model, str(cfg.model_kwargs), cfg.local_method, cfg.stages, str(cfg.split), cfg.balance,
-               cfg.dtype, cfg.image_size, cfg.dataset, cfg.micro_batch if cfg.balance == "time" else None)
-        if key not in plans:
-            plans[key] = prepare(cfg)[4].modules
-        # a measured cut is fixed here, once, so every schedule and stage uses the same one
-        split = [mods[0] for mods in plans[key][1:]]
-        resolved.append(dataclasses.replace(cfg, split=split) if cfg.balance == "time" else cfg)
+        multi = cfg.schedule in MULTI_STAGE
+        key = (cfg.model, str(cfg.model_kwargs), cfg.local_method, cfg.stages, cfg.dp, str(cfg.split), cfg.balance,
+               cfg.dtype, cfg.image_size, cfg.dataset, cfg.micro_batch, cfg.update_every, cfg.optimizer,
+               str(cfg.block_split), multi and cfg.micro_batches, multi)
+        if key not in cuts:
+            probe = dataclasses.replace(cfg)
+            plan = prepare(probe)[4]
+            cuts[key] = ([mods[0] for mods in plan.modules[1:]], probe.block_split)
+        # measured cuts are fixed here, once, so that every process and every repeat uses the same one
+        split, blocks = cuts[key]
+        resolved.append(dataclasses.replace(cfg, split=split, block_split=blocks))
     return launch(resolved, timeout=timeout, progress=progress, **launch_kwargs)
 
 
@@ -78,52 +84,3 @@ def comm_only(configs: PipelineConfig | list[PipelineConfig]) -> list[dict]:
             "param_bytes": grad_bytes,
         })
     return records
-
-
-def _cmd_pipeline(args) -> int:
-    configs = configs_from_args(args)
-    if args.comm_only:
-        records = comm_only(configs)
-    else:
-        try:
-            records = run_pipeline(configs, timeout=args.launch_timeout, progress=not args.no_progress,
-                                   keep_logs=True)
-        except PipelineError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 1
-    if args.repeats > 1 and not args.comm_only:
-        records = median_records(records)
-    print(format_table(records))
-    if len({r["schedule"] for r in records}) > 1 and not args.comm_only:
-        print()
-        print(format_targets(targets(records)))
-    if args.json:
-        write_json(records, args.json)
-        csv = Path(args.json).with_suffix(".csv")
-        to_frame(records).to_csv(csv, index=False)
-        print(f"results written to {args.json} and {csv} (one row per run and stage)")
-    return 0
-
-
-def add_cli(bench_subparsers) -> argparse.ArgumentParser:
-    """Register ``pipeline`` on the ``bench`` command's subparsers."""
-    p = bench_subparsers.add_parser("pipeline", help="local-parallel pipeline vs pipelined backprop vs DDP",
-                                    description=__doc__.splitlines()[0])
-    add_arguments(p)
-    p.add_argument("--comm-only", action="store_true",
-                   help="only compute the bytes from the boundary shapes (no processes, no training)")
-    p.add_argument("--launch-timeout", type=float, default=None, help="kill the run after this many seconds")
-    p.add_argument("--no-progress", action="store_true")
-    p.set_defaults(func=_cmd_pipeline)
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Stand-alone: ``python -m paper_repro.distributed.bench pipeline ...`` (= ``paper-repro bench ...``)."""
-    from ..cli import main as cli_main
-
-    return cli_main(["bench", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

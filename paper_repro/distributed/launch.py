@@ -6,7 +6,8 @@ variables, shows a progress bar, and watches the processes. When one exits with 
 killed, it records which stage failed in the store (unless the stage already did so itself),
 the others stop within a second and name it, and :func:`launch` raises :class:`PipelineError`
 naming the failed stage. Anything still running ``grace`` seconds after a failure, or after
-``timeout``, is killed.
+``timeout``, is killed. Ctrl-C or SIGTERM to the launcher kills every stage process at once
+and re-raises (as ``KeyboardInterrupt``, see :mod:`paper_repro.signals`).
 """
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ from pathlib import Path
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
+from .. import signals
 from .comm import ABORT_KEY, EXIT_PEER_FAILED, report_failure
-from .stages import PipelineConfig
+from .config import PipelineConfig
 
 
 class PipelineError(RuntimeError):
@@ -45,9 +47,10 @@ def _describe_exit(code: int) -> str:
     return f"exited with status {code}"
 
 
+@signals.sigterm_as_interrupt()  # SIGTERM takes the Ctrl-C path: the finally below kills every stage
 def launch(configs: list[PipelineConfig], *, timeout: float | None = None, grace: float = 60.0,
            progress: bool = True, keep_logs: bool = False, report_exits: bool = True) -> list[dict]:
-    """Run ``configs`` (same ``stages`` and ``device``) in ``stages`` local processes; returns
+    """Run ``configs`` (same ``stages``, ``dp`` and ``device``) in ``stages * dp`` local processes; returns
     one record per config (see ``run.summarize``). Raises PipelineError on any failure.
 
     ``report_exits=False`` leaves naming a dead process to the stages' own heartbeats (what
@@ -57,9 +60,9 @@ def launch(configs: list[PipelineConfig], *, timeout: float | None = None, grace
     if not configs:
         raise ValueError("launch needs at least one PipelineConfig")
     configs = [c.validate() for c in configs]
-    nprocs = configs[0].stages
-    if any(c.stages != nprocs for c in configs):
-        raise ValueError("all configs of one launch must have the same number of stages")
+    nprocs = configs[0].processes
+    if any((c.stages, c.dp) != (configs[0].stages, configs[0].dp) for c in configs):
+        raise ValueError("all configs of one launch must have the same stages and dp")
     workdir = Path(tempfile.mkdtemp(prefix="paper_repro_pipeline_"))
     (workdir / "configs.json").write_text(json.dumps([c.to_dict() for c in configs]))
     result_path = workdir / "result.json"
@@ -84,6 +87,12 @@ def launch(configs: list[PipelineConfig], *, timeout: float | None = None, grace
                                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
         codes = _watch(procs, store, sum(c.total_micro_batches for c in configs), timeout, grace, progress,
                        report_exits)
+    except KeyboardInterrupt:
+        _kill(procs)
+        for p in procs:
+            p.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
     finally:
         for p in procs:
             if p.poll() is None:

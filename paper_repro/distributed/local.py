@@ -11,6 +11,17 @@ no flush, and a stage never waits for anything downstream except back-pressure.
 Because a local module depends on nothing downstream, micro-batch ``i`` on stage ``s`` sees
 exactly the parameters and inputs that step ``i`` of the single-process learner sees (batch
 size = ``micro_batch``), so after N micro-batches every parameter is the single-process one.
+
+Update rules: with ``update_every = 1`` a stage steps after every micro-batch (``local``);
+with ``update_every = M`` it accumulates the gradients of M micro-batches (each loss scaled by
+1/M) and steps once (``local/M``): the optimizer semantics of GPipe / 1F1B with M
+micro-batches per step, and exactly the single-process learner with gradient accumulation.
+
+With ``dp > 1`` the stage's modules run inside ``DistributedDataParallel`` over the stage's
+process group (:mod:`.replicas`): its forward returns the sum of the stage's module losses
+(their inputs are detached, so the sum's backward gives each module its own gradient) and the
+boundary activation to send; DDP averages the gradients over the replicas during the
+backward (``no_sync`` on micro-batches without an optimizer step).
 """
 from __future__ import annotations
 
@@ -20,17 +31,15 @@ import signal
 import time
 
 import torch
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel
 
+from ..build import make_optimizer, optimizer_impl  # noqa: F401  (make_optimizer: re-exported)
 from . import comm
+from .config import PipelineConfig, parse_fault
+from .inputs import label_info
 from .memory import SavedTensorMeter, peak_memory, state_bytes
-from .stages import PipelineConfig, label_info, parse_fault
-
-
-def make_optimizer(cfg: PipelineConfig, params) -> torch.optim.Optimizer:
-    """The single-process trainer's optimizer (Adam, or SGD with momentum 0.9) for ``params``."""
-    from ..train import TrainConfig, make_optimizer as train_optimizer
-
-    return train_optimizer(TrainConfig(optimizer=cfg.optimizer, lr=cfg.lr), params)
+from .replicas import Placement
 
 
 def maybe_fail(cfg: PipelineConfig, rank: int, index: int) -> None:
@@ -58,8 +67,25 @@ def keep_only(learner, blocks: list[int], modules: list[int]) -> None:
         learner.net.head = torch.nn.Identity()
 
 
-def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec, batches) -> dict:
-    s, S = ctx.rank, plan.stages
+class StageLosses(nn.Module):
+    """The modules ``mods`` of a learner as one module for DDP: ``(x, y)`` -> (sum of their
+    losses, the last module's loss, the output of block ``send_block`` or None)."""
+
+    def __init__(self, learner, mods: list[int], send_block: int | None):
+        super().__init__()
+        self.learner, self.mods, self.send_block = learner, mods, send_block
+
+    def forward(self, x, y):
+        total, out = 0.0, None
+        for run in self.learner.run_modules(x, y, self.mods[0], self.mods[-1] + 1):
+            total = total + run.loss
+            out = run.outputs.get(self.send_block, out)
+        return total, run.loss, (out.detach() if out is not None else None)
+
+
+def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec, batches,
+              where: Placement) -> dict:
+    s, S = where.stage, plan.stages
     mods = plan.modules[s]
     params = list({id(p): p for m in mods for p in learner.module_parameters(m)}.values())
     opt = make_optimizer(cfg, params)
@@ -70,10 +96,15 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
     receiver = None
     if s > 0:
         info = infos[plan.send_blocks[s - 1]]
-        receiver = comm.Receiver(s - 1, {"activations": ((B, *info.shape), info.dtype),
+        receiver = comm.Receiver(where.rank_of(s - 1), {"activations": ((B, *info.shape), info.dtype),
                                          "labels": ((B, *lshape), ldtype)}, ctx.device, total)
-    sender = comm.Sender(s + 1, cfg.max_in_flight) if s < S - 1 else None
+    sender = comm.Sender(where.rank_of(s + 1), cfg.max_in_flight) if s < S - 1 else None
     send_block = plan.send_blocks[s] if s < S - 1 else None
+    ddp = None
+    if cfg.dp > 1:
+        ddp = DistributedDataParallel(StageLosses(learner, mods, send_block), process_group=where.stage_group,
+                                      device_ids=[ctx.local_rank] if ctx.device.type == "cuda" else None,
+                                      broadcast_buffers=False, gradient_as_bucket_view=True)
     meter = SavedTensorMeter(exclude=params) if ctx.device.type == "cpu" else contextlib.nullcontext()
 
     warm = cfg.warmup_steps * cfg.micro_batches
@@ -82,7 +113,7 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
     scale = 1.0 / cfg.update_every
     loop_start = time.perf_counter()
     for i in range(total):
-        maybe_fail(cfg, s, i)
+        maybe_fail(cfg, ctx.rank, i)
         t = {"recv_wait": 0.0, "send_blocked": 0.0}
         t0 = time.perf_counter()
         if receiver is None:
@@ -94,21 +125,28 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
             t["recv_wait"] = time.perf_counter() - t0
         t1 = time.perf_counter()
         t["data"] = t1 - t0 - t["recv_wait"]
-        outs = {learner.input_block(mods[0]): x}
+        stepping = (i + 1) % cfg.update_every == 0
         with meter:
-            for m in mods:
-                block_outs, loss = learner.module_loss(m, outs[learner.input_block(m)], y)
-                for b, h in block_outs.items():
-                    outs.setdefault(b, h)
-                if sender is not None and send_block in block_outs:
-                    waited = sender.wait_time
-                    sender.send({"activations": outs[send_block], "labels": y})
-                    t["send_blocked"] += sender.wait_time - waited
-                (loss * scale if cfg.update_every > 1 else loss).backward()
+            if ddp is not None:
+                with contextlib.nullcontext() if stepping else ddp.no_sync():
+                    total_loss, loss, out = ddp(x, y)
+                    if sender is not None:
+                        waited = sender.wait_time
+                        sender.send({"activations": out, "labels": y})
+                        t["send_blocked"] += sender.wait_time - waited
+                    (total_loss * scale if cfg.update_every > 1 else total_loss).backward()
+            else:
+                for run in learner.run_modules(x, y, mods[0], mods[-1] + 1):
+                    loss = run.loss
+                    if sender is not None and send_block in run.outputs:
+                        waited = sender.wait_time
+                        sender.send({"activations": run.outputs[send_block], "labels": y})
+                        t["send_blocked"] += sender.wait_time - waited
+                    (loss * scale if cfg.update_every > 1 else loss).backward()
         losses.append(loss.detach())
         t2 = time.perf_counter()
         t["forward_backward"] = t2 - t1 - t["send_blocked"]
-        if (i + 1) % cfg.update_every == 0:
+        if stepping:
             opt.step()
             opt.zero_grad(set_to_none=True)
         if ctx.device.type == "cuda":
@@ -132,6 +170,7 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
         "received_bytes": dict(receiver.bytes) if receiver else {},
         "memory": peak_memory(ctx.device, getattr(meter, "peak", 0), 0, state_bytes(params, opt)),
         "last_loss": float(losses[-1]),
+        "optimizer_impl": optimizer_impl(opt),
     })
     return stats
 

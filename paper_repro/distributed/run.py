@@ -20,173 +20,89 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from ..cli import _json_dict
+from ..hardware import hardware_label
 from . import comm
-from .stages import (BALANCES, DEVICES, DTYPES, OPTIMIZERS, SCHEDULES, PipelineConfig, boundary_info,
-                     boundary_records, build_learner, data_spec, label_info, micro_batches, plan_stages,
-                     predicted_comm, time_split)
-
-
-# ------------------------------------------------------------------------------ arguments
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}")
-    return values
-
-
-def _schedules(text: str) -> list[str]:
-    values = list(SCHEDULES) if text == "all" else [v.strip() for v in text.split(",") if v.strip()]
-    bad = [v for v in values if v not in SCHEDULES]
-    if bad or not values:
-        raise argparse.ArgumentTypeError(f"unknown schedule {','.join(bad) or text!r}; valid: "
-                                         f"{', '.join(SCHEDULES)}, a comma list of them, or all")
-    return values
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The run's options, shared by ``paper-repro bench pipeline`` and this module."""
-    d = PipelineConfig()
-    p.add_argument("--schedule", type=_schedules, default=["local"],
-                   help=f"{' | '.join(SCHEDULES)}; a comma list or 'all' runs them one after another")
-    p.add_argument("--model", default=d.model, help="mlp | transformer | resnet18 | resnet34 | resnet50")
-    p.add_argument("--model-kwargs", type=_json_dict, default={}, help='JSON, e.g. \'{"depth": 8, "width": 1024}\'')
-    p.add_argument("--method", default=None,
-                   help="local-learning method of the local schedule (default chunked-STAGES); "
-                        "greedy | chunked-K (overlapping is refused across stages)")
-    p.add_argument("--stages", type=int, default=d.stages, help="processes, one stage each")
-    p.add_argument("--split", type=_int_list, default=None,
-                   help="first local module of stages 1..S-1, e.g. 5,9,13 (default: balance forward FLOPs)")
-    p.add_argument("--balance", default=d.balance, choices=BALANCES,
-                   help="without --split: cut balancing forward FLOPs or measured forward+backward time")
-    p.add_argument("--micro-batch", type=_int_list, default=[d.micro_batch],
-                   help="samples per micro-batch; a comma list runs each size")
-    p.add_argument("--micro-batches", type=int, default=d.micro_batches, help="micro-batches per step")
-    p.add_argument("--steps", type=int, default=d.steps, help="timed steps")
-    p.add_argument("--warmup-steps", type=int, default=d.warmup_steps, help="untimed steps first")
-    p.add_argument("--dataset", default=d.dataset,
-                   help="synthetic (random tensors, default) or a paper_repro.data name (every rank loads it)")
-    p.add_argument("--data-dir", default=None)
-    p.add_argument("--image-size", type=int, default=d.image_size, help="synthetic images: side in pixels")
-    p.add_argument("--channels", type=int, default=d.channels, help="synthetic images: channels")
-    p.add_argument("--num-classes", type=int, default=d.num_classes, help="synthetic: classes (vocabulary for text)")
-    p.add_argument("--seq-len", type=int, default=d.seq_len, help="synthetic text: tokens per sequence")
-    p.add_argument("--optimizer", default=d.optimizer, choices=OPTIMIZERS)
-    p.add_argument("--lr", type=float, default=d.lr)
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--dtype", default=d.dtype, choices=sorted(DTYPES))
-    p.add_argument("--device", default=d.device, choices=DEVICES)
-    p.add_argument("--threads", type=int, default=None, help="torch threads per process (CPU default: cores / processes)")
-    p.add_argument("--max-in-flight", type=int, default=d.max_in_flight,
-                   help="local schedule: outstanding forward sends per stage")
-    p.add_argument("--update-every", type=_int_list, default=[d.update_every],
-                   help="local schedule: optimizer step every N micro-batches (1: after each; "
-                        "MICRO_BATCHES: once per step, like the baselines); a comma list runs each")
-    p.add_argument("--repeats", type=int, default=1,
-                   help="run everything this many times, interleaved; tables show medians")
-    p.add_argument("--timeout", type=float, default=d.timeout, help="seconds any one message may take")
-    p.add_argument("--heartbeat-timeout", type=float, default=d.heartbeat_timeout,
-                   help="seconds without a heartbeat before a stage is declared dead")
-    p.add_argument("--init-timeout", type=float, default=d.init_timeout,
-                   help="seconds a stage may take at start-up to reach the rendezvous store "
-                        "(MASTER_ADDR:MASTER_PORT) and see every other stage join")
-    p.add_argument("--save-params", default=None, help="directory: each stage saves its parameters there")
-    p.add_argument("--fault", default=None,
-                   help="inject a failure to test failure handling: raise|kill|hang@STAGE:MICROBATCH")
-    p.add_argument("--json", default=None, help="write the results (a list of runs) here")
-
-
-def configs_from_args(args) -> list[PipelineConfig]:
-    """One config per (repeat, micro-batch size, schedule[, update_every for local]), validated."""
-    common = dict(model=args.model, model_kwargs=args.model_kwargs, method=args.method, stages=args.stages,
-                  split=args.split, balance=args.balance, micro_batches=args.micro_batches, steps=args.steps,
-                  warmup_steps=args.warmup_steps, dataset=args.dataset, data_dir=args.data_dir,
-                  image_size=args.image_size, channels=args.channels, num_classes=args.num_classes,
-                  seq_len=args.seq_len, optimizer=args.optimizer, lr=args.lr, seed=args.seed,
-                  dtype=args.dtype, device=args.device, threads=args.threads,
-                  max_in_flight=args.max_in_flight, timeout=args.timeout,
-                  heartbeat_timeout=args.heartbeat_timeout, init_timeout=args.init_timeout,
-                  save_params=args.save_params, fault=args.fault)
-    return expand(common, args.schedule, args.micro_batch, args.update_every, getattr(args, "repeats", 1))
-
-
-def expand(common: dict, schedules, micro_batch_sizes, update_every=(1,), repeats: int = 1) -> list[PipelineConfig]:
-    """Configs for every (repeat, micro-batch size, schedule) -- interleaved, so that a change in the
-    machine's load touches every schedule alike -- with the local schedule once per ``update_every``."""
-    if not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
-    return [PipelineConfig(schedule=s, micro_batch=b, update_every=u, **common).validate()
-            for _ in range(repeats) for b in micro_batch_sizes for s in schedules
-            for u in (update_every if s == "local" else (1,))]
+from .baselines import run_pipelined_backprop, stage_blocks, stage_indices
+from .config import DTYPES, MULTI_STAGE, PipelineConfig
+from .ddp import run_ddp
+from .inputs import build_learner, data_spec, label_info, micro_batches
+from .local import keep_only, run_local
+from .options import add_arguments, configs_from_args
+from .replicas import Placement, place
+from .report import format_table
+from .split import boundary_info, boundary_records, plan_stages
+from .timing import block_split, predicted_comm, time_split
 
 
 # ------------------------------------------------------------------------------ one run
-def _hardware(device: torch.device) -> str:
-    try:
-        from ..plots import hardware_label
-        return hardware_label(str(device))
-    except ImportError:  # pragma: no cover
-        import platform
-        return platform.processor() or platform.machine()
+def _measured(ctx: comm.Context | None, key: str, measure) -> list[int]:
+    """``measure()`` here (one process), or on rank 0 shared through the store under ``key``,
+    so that every process uses the same measured cut."""
+    if ctx is None or ctx.rank == 0:
+        value = measure()
+        if ctx is not None:
+            ctx.store.set(key, json.dumps(value))
+        return value
+    return json.loads(ctx.store.get(key))
 
 
 def prepare(cfg: PipelineConfig, ctx: comm.Context | None = None, key: str = "split"):
     """(data set, spec, learner, block infos, plan) for ``cfg``: the same in every process.
 
-    With ``balance="time"`` and no explicit split, the cut comes from timing the modules: in a
-    pipeline (``ctx`` given) rank 0 times them and shares the split through the store under
-    ``key``, so every stage plans the same cut."""
+    With ``balance="time"`` and no explicit split, the cut comes from timing the modules
+    (:func:`.timing.time_split`); a two-stages-per-process schedule without ``block_split``
+    also times the blocks (:func:`.timing.block_split`, stored into ``cfg.block_split``). In a
+    pipeline (``ctx`` given) rank 0 measures and shares the result through the store under
+    ``key``, so every process plans the same cut."""
     ds, spec = data_spec(cfg)
     learner = build_learner(cfg, spec)
     infos = boundary_info(learner, spec, DTYPES[cfg.dtype])
     split = cfg.split
     if split is None and cfg.balance == "time":
-        if ctx is None or ctx.rank == 0:
-            split = time_split(learner, spec, cfg)
-            if ctx is not None:
-                ctx.store.set(key, json.dumps(split))
-        else:
-            split = json.loads(ctx.store.get(key))
+        split = _measured(ctx, key, lambda: time_split(learner, spec, cfg))
+    if cfg.schedule in MULTI_STAGE and cfg.block_split is None:
+        cfg.block_split = _measured(ctx, key + "/blocks", lambda: block_split(learner, spec, cfg, 2 * cfg.stages))
     plan = plan_stages(learner, cfg.stages, split, infos)
     return ds, spec, learner, infos, plan
 
 
-def run_one(ctx: comm.Context, cfg: PipelineConfig, index: int = 0) -> dict | None:
-    """Run ``cfg`` on this stage; rank 0 returns the gathered record, the others None."""
-    from .baselines import run_ddp, run_pipelined_backprop
-    from .local import keep_only, run_local
-
-    if cfg.stages != ctx.world:
-        raise ValueError(f"stages={cfg.stages} but {ctx.world} processes were started")
+def run_one(ctx: comm.Context, cfg: PipelineConfig, where: Placement, index: int = 0) -> dict | None:
+    """Run ``cfg`` in this process; rank 0 returns the gathered record, the others None."""
+    if cfg.processes != ctx.world:
+        raise ValueError(f"stages={cfg.stages} x dp={cfg.dp} = {cfg.processes} processes, but {ctx.world} "
+                         "were started")
     ds, spec, learner, infos, plan = prepare(cfg, ctx, key=f"split/{index}")
     grad_bytes = sum(p.numel() * p.element_size() for p in learner.net.parameters())
-    s = ctx.rank
+    s = where.stage
     if ctx.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(ctx.device)
     if cfg.schedule == "ddp":
         batches = micro_batches(cfg, ds, spec, cfg.seed + 1000 * s)
         stats = run_ddp(ctx, cfg, learner, plan, infos, spec, batches)
     else:
-        batches = micro_batches(cfg, ds, spec, cfg.seed) if s == 0 else None
+        # stage 0 of replica d reads its own stream: replica 0 reads what a dp=1 run reads
+        batches = micro_batches(cfg, ds, spec, cfg.seed + 1000 * where.replica) if s == 0 else None
         if cfg.schedule == "local":
             keep_only(learner, plan.blocks[s], plan.modules[s])
             learner.to(ctx.device)
-            stats = run_local(ctx, cfg, learner, plan, infos, spec, batches)
+            stats = run_local(ctx, cfg, learner, plan, infos, spec, batches, where)
         else:
-            keep_only(learner, plan.blocks[s], [learner.num_modules - 1] if s == plan.stages - 1 else [])
-            stats = run_pipelined_backprop(ctx, cfg, learner, plan, infos, spec, batches)
+            blocks = stage_blocks(cfg, plan, len(learner.net.blocks))
+            mine = stage_indices(cfg.schedule, s, plan.stages)
+            keep_only(learner, sorted(b for v in mine for b in blocks[v]),
+                      [learner.num_modules - 1] if len(blocks) - 1 in mine else [])
+            stats = run_pipelined_backprop(ctx, cfg, learner, plan, infos, spec, batches, where)
+    stats.update({"stage": s, "replica": where.replica})
     if cfg.save_params:
         out = Path(cfg.save_params)
         out.mkdir(parents=True, exist_ok=True)
         state = {k: v.detach().cpu() for k, v in learner.state_dict().items()}
-        torch.save({"plan": plan.to_dict(), "state": state}, out / f"stage{s}.pt")
-    gathered = [None] * ctx.world if s == 0 else None
+        name = f"stage{s}.pt" if where.replica == 0 else f"stage{s}_replica{where.replica}.pt"
+        torch.save({"plan": plan.to_dict(), "block_split": cfg.block_split, "state": state}, out / name)
+    gathered = [None] * ctx.world if ctx.rank == 0 else None
     dist.gather_object(stats, gathered, dst=0)
     dist.barrier()
-    if s != 0:
+    if ctx.rank != 0:
         return None
     return summarize(cfg, plan, infos, spec, gathered, grad_bytes, ctx.device)
 
@@ -195,9 +111,10 @@ def summarize(cfg: PipelineConfig, plan, infos, spec, per_stage: list[dict], gra
               device: torch.device) -> dict:
     """The run's record: throughput, busy fractions, bytes per sample, memory per stage."""
     B = cfg.micro_batch
-    last = per_stage[-1]
-    samples_per_s = last["samples_timed"] / last["window_s"] if last["window_s"] else None
-    all_samples = cfg.total_micro_batches * B
+    lasts = [st for st in per_stage if st["stage"] == cfg.stages - 1]  # one per replica
+    window = max(st["window_s"] for st in lasts)
+    samples_per_s = sum(st["samples_timed"] for st in lasts) / window if window else None
+    all_samples = cfg.total_micro_batches * B * cfg.dp
     sent: dict[str, float] = {}
     for st in per_stage:
         for k, v in st["sent_bytes"].items():
@@ -216,7 +133,8 @@ def summarize(cfg: PipelineConfig, plan, infos, spec, per_stage: list[dict], gra
         "schedule": cfg.schedule,
         "method": cfg.local_method if cfg.schedule == "local" else "backprop",
         "model": cfg.model, "model_kwargs": cfg.model_kwargs, "image_size": cfg.image_size,
-        "stages": cfg.stages, "micro_batch": B, "micro_batches": cfg.micro_batches,
+        "stages": cfg.stages, "dp": cfg.dp, "processes": cfg.processes,
+        "micro_batch": B, "micro_batches": cfg.micro_batches,
         "optimizer": cfg.optimizer, "update_every": cfg.update_every if cfg.schedule == "local" else None,
         "optimizer_steps_per_step": (cfg.micro_batches // cfg.update_every) if cfg.schedule == "local" else 1,
         "steps": cfg.steps, "warmup_steps": cfg.warmup_steps,
@@ -229,10 +147,12 @@ def summarize(cfg: PipelineConfig, plan, infos, spec, per_stage: list[dict], gra
         "peak_mem_bytes_per_stage": [st["memory"]["peak_bytes"] for st in per_stage],
         "memory_per_stage": [st["memory"] for st in per_stage],
         "memory_method": per_stage[0]["memory"]["method"],
-        "split": plan.to_dict(),
+        "split": plan.to_dict(), "balance": cfg.balance,
+        "block_split": cfg.block_split,
+        "optimizer_impl": sorted({st["optimizer_impl"] for st in per_stage}),
         "boundaries": boundary_records(plan, infos, B),
         "labels": {"shape": [B, *lshape], "dtype": str(ldtype).replace("torch.", "")},
-        "dtype": cfg.dtype, "device": device.type, "hardware": _hardware(device),
+        "dtype": cfg.dtype, "device": device.type, "hardware": hardware_label(str(device)),
         "threads_per_process": torch.get_num_threads(),
         "data": "synthetic random tensors" if cfg.dataset == "synthetic" else cfg.dataset,
         "torch": torch.__version__,
@@ -258,9 +178,12 @@ def worker(configs: list[PipelineConfig], json_path: str | None = None, quiet: b
         torch.set_num_threads(first.threads or default_threads(first.device))
         ctx = comm.init(first.device, max(c.timeout for c in configs), first.heartbeat_timeout,
                         max(c.init_timeout for c in configs))
+        if any(c.dp != first.dp for c in configs):
+            raise ValueError("all runs of one launch must share dp")
+        where = place(ctx.rank, ctx.world, first.stages, first.dp, max(c.timeout for c in configs))
         records = []
         for index, cfg in enumerate(configs):
-            record = run_one(ctx, cfg, index)
+            record = run_one(ctx, cfg, where, index)
             if record is not None:
                 records.append(record)
         comm.finish(ctx)
@@ -268,7 +191,6 @@ def worker(configs: list[PipelineConfig], json_path: str | None = None, quiet: b
             if json_path:
                 write_json(records, json_path)
             if not quiet:
-                from .bench import format_table
                 print(format_table(records))
         comm.shutdown(ctx)
         return 0

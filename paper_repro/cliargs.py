@@ -1,0 +1,66 @@
+"""Argument types for argparse, shared by ``paper-repro`` (:mod:`paper_repro.cli`) and the
+pipeline worker's own entry point (``python -m paper_repro.distributed.run``).
+
+Each one turns a bad value into ``argparse.ArgumentTypeError`` naming the value, so the
+parser prints one line and exits with status 2. Nothing here imports the package.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def json_dict(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r} ({err})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}")
+    return value
+
+
+def int_list(text: str) -> list[int]:
+    """``"8,16,32"`` -> ``[8, 16, 32]`` (positive integers only)."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}")
+    return values
+
+
+def choice_list(valid, what: str):
+    """A type for a comma list of ``what`` names from ``valid`` (``all`` = every one of them)."""
+    valid = tuple(valid)
+
+    def parse(text: str) -> list[str]:
+        values = list(valid) if text == "all" else [v.strip() for v in text.split(",") if v.strip()]
+        bad = [v for v in values if v not in valid]
+        if bad or not values:
+            raise argparse.ArgumentTypeError(f"unknown {what} {','.join(bad) or text!r}; valid: "
+                                             f"{', '.join(valid)}, a comma list of them, or all")
+        return values
+
+    return parse

@@ -1,0 +1,80 @@
+"""Data parallelism over the same processes: the baseline that needs no pipeline.
+
+``DistributedDataParallel`` over every process, each holding the whole net, the
+``micro_batches`` of a step split between them (gradient accumulation with ``no_sync``). A
+DDP communication hook counts the gradient bytes handed to all-reduce.
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import time
+
+import torch
+import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.nn.parallel import DistributedDataParallel
+
+from ..build import make_optimizer, optimizer_impl
+from . import comm
+from .config import PipelineConfig
+from .local import maybe_fail, timing
+from .memory import SavedTensorMeter, peak_memory, state_bytes
+
+
+def no_buffer_sync() -> dict:
+    """DDP's keyword for "do not broadcast buffers in forward" (its name changed across torch
+    versions): that traffic would not be counted, and it would change BatchNorm statistics."""
+    if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters:
+        return {"forward_sync_buffers": False}
+    return {"broadcast_buffers": False}
+
+
+def run_ddp(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec, batches) -> dict:
+    B, M, S = cfg.micro_batch, cfg.micro_batches, ctx.world
+    per_rank = M // S
+    net = learner.net.to(ctx.device)
+    params = list(net.parameters())
+    ddp = DistributedDataParallel(net, device_ids=[ctx.local_rank] if ctx.device.type == "cuda" else None,
+                                  gradient_as_bucket_view=True, **no_buffer_sync())
+    payload = {"bytes": 0}
+
+    def counting_allreduce(state, bucket):
+        state["bytes"] += comm.nbytes(bucket.buffer())
+        return default_hooks.allreduce_hook(dist.group.WORLD, bucket)
+
+    ddp.register_comm_hook(payload, counting_allreduce)
+    opt = make_optimizer(cfg, params)
+    on_cpu = ctx.device.type == "cpu"
+    meter = SavedTensorMeter(exclude=params) if on_cpu else contextlib.nullcontext()
+    busy, done_at = [], []
+    loop_start = time.perf_counter()
+    for step in range(cfg.warmup_steps + cfg.steps):
+        maybe_fail(cfg, ctx.rank, step * M)
+        t0 = time.perf_counter()
+        for j in range(per_rank):
+            x, y = next(batches)
+            x, y = x.to(ctx.device), y.to(ctx.device)
+            sync = contextlib.nullcontext() if j == per_rank - 1 else ddp.no_sync()
+            with sync, meter:
+                loss = net.loss(ddp(x), y) / per_rank
+                loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if ctx.device.type == "cuda":
+            torch.cuda.synchronize(ctx.device)
+        t1 = time.perf_counter()
+        busy.append(t1 - t0)
+        done_at.append(t1)
+        ctx.progress(M)
+    warm = cfg.warmup_steps
+    stats = timing(busy[warm:], done_at[-1] - (done_at[warm - 1] if warm else loop_start))
+    stats.update({
+        "samples_timed": cfg.steps * M * B,
+        "allreduce_payload_bytes": payload["bytes"],
+        "sent_bytes": {"allreduce_ring_estimate": payload["bytes"] * 2 * (S - 1) / S},
+        "received_bytes": {},
+        "memory": peak_memory(ctx.device, getattr(meter, "peak", 0), 0, state_bytes(params, opt)),
+        "optimizer_impl": optimizer_impl(opt),
+    })
+    return stats

@@ -1,0 +1,68 @@
+"""What a pipeline run trains on: the data (or synthetic inputs of the configured shape),
+the micro-batch stream of stage 0, the learner every process builds, and the labels' shape.
+
+The model is a built-in name or a user's factory ``package.module:function``
+(:mod:`paper_repro.factory`); synthetic inputs are token windows for the built-in
+Transformer and images (``channels`` x ``image_size`` x ``image_size``) for every other
+model, a user's included (give a text data set for a user's token model)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+
+from .. import build, methods
+from ..factory import build_from_factory, is_factory_name
+from .config import DTYPES, PipelineConfig
+
+
+def data_spec(cfg: PipelineConfig):
+    """(data set or None, spec with kind / num_classes / input_shape / seq_len) for ``cfg``."""
+    if cfg.dataset == "synthetic":
+        if cfg.model == "transformer":
+            return None, SimpleNamespace(kind="text", num_classes=cfg.num_classes, seq_len=cfg.seq_len,
+                                         input_shape=(cfg.seq_len,))
+        return None, SimpleNamespace(kind="image", num_classes=cfg.num_classes, seq_len=None,
+                                     input_shape=(cfg.channels, cfg.image_size, cfg.image_size))
+    ds = build.load_data(cfg)
+    return ds, ds
+
+
+def build_learner(cfg: PipelineConfig, spec=None) -> methods.Learner:
+    """The full learner of ``cfg.local_method``, seeded with ``cfg.seed`` (every process builds
+    the same one, then keeps its own modules); a factory's model is built by calling it."""
+    spec = spec if spec is not None else data_spec(cfg)[1]
+    if not is_factory_name(cfg.model):
+        return build.build_learner(cfg, spec, cfg.local_method, cfg.seed).to(DTYPES[cfg.dtype])
+    torch.manual_seed(cfg.seed)  # as build.build_learner: the same weights in every process
+    example = (torch.zeros(2, spec.seq_len, dtype=torch.long) if spec.kind == "text"
+               else torch.zeros(2, *spec.input_shape))
+    net = build_from_factory(cfg.model, cfg.model_kwargs, spec.num_classes, example)
+    return methods.build(net, cfg.local_method).to(DTYPES[cfg.dtype])
+
+
+def synthetic_batches(cfg: PipelineConfig, spec, generator: torch.Generator):
+    """Random micro-batches of the right shape forever (inputs N(0,1) or random tokens, random labels)."""
+    b = cfg.micro_batch
+    while True:
+        if spec.kind == "text":
+            yield (torch.randint(spec.num_classes, (b, spec.seq_len), generator=generator),
+                   torch.randint(spec.num_classes, (b, spec.seq_len), generator=generator))
+        else:
+            yield (torch.randn(b, *spec.input_shape, generator=generator).to(DTYPES[cfg.dtype]),
+                   torch.randint(spec.num_classes, (b,), generator=generator))
+
+
+def micro_batches(cfg: PipelineConfig, ds, spec, seed: int):
+    """The micro-batch stream read by stage 0 (or by each DDP rank, with its own ``seed``)."""
+    gen = torch.Generator().manual_seed(seed)
+    if ds is None:
+        return synthetic_batches(cfg, spec, gen)
+    dtype = DTYPES[cfg.dtype]
+    return ((x.to(dtype) if x.is_floating_point() else x, y)
+            for x, y in ds.sampler("train", cfg.micro_batch, gen))
+
+
+def label_info(spec) -> tuple[tuple, torch.dtype]:
+    """Per-sample label shape and dtype: () for classes, (seq_len,) for next-token targets."""
+    return ((spec.seq_len,) if spec.kind == "text" else ()), torch.int64

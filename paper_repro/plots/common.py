@@ -1,0 +1,43 @@
+"""What every figure needs: saving, log-axis tick labels, and training curves of records."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import seaborn as sns
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
+
+
+def save_figure(fig: Figure, name: str, figures_dir: str | os.PathLike = "figures") -> Path:
+    """Save ``fig`` as ``figures_dir/name.png`` (folder created) and return the path."""
+    out = Path(figures_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / (name if name.endswith(".png") else f"{name}.png")
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    return path
+
+
+def clean_log_ticks(ax) -> None:
+    """No labels on minor ticks of log axes spanning a decade or more (they overlap)."""
+    for axis, scale, lim in ((ax.xaxis, ax.get_xscale(), ax.get_xlim()), (ax.yaxis, ax.get_yscale(), ax.get_ylim())):
+        if scale == "log" and lim[0] > 0 and lim[1] / lim[0] >= 10:  # under a decade the minor labels are all
+            axis.set_minor_formatter(NullFormatter())
+
+
+def training_curves(records, y: str = "final_loss", *, title: str, ax=None, smooth: int = 1,
+                    logy: bool = False) -> Figure:
+    """One line per ``method`` of ``records[y]`` against ``step`` (rows where ``y`` is set),
+    optionally smoothed with a centred rolling mean of ``smooth`` steps."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    df = records.dropna(subset=[y]).copy()
+    if smooth > 1:
+        df[y] = df.groupby("method")[y].transform(lambda s: s.rolling(smooth, min_periods=1, center=True).mean())
+    sns.lineplot(data=df, x="step", y=y, hue="method", ax=ax)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    return ax.figure

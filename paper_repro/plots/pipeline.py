@@ -1,0 +1,64 @@
+"""Figures of the pipeline benchmark: throughput, peak memory and busy fraction per stage,
+from the records of :mod:`paper_repro.distributed.bench` (tables in
+:mod:`paper_repro.distributed.report`)."""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import seaborn as sns
+from matplotlib.figure import Figure
+
+from ..distributed.report import to_frame
+
+
+def _micro_batch_axis(ax, sizes) -> None:
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted(sizes), [str(v) for v in sorted(sizes)])
+    ax.minorticks_off()
+    ax.set_xlabel("micro-batch size (samples)")
+
+
+def plot_throughput(records: list[dict], title: str) -> Figure:
+    """Samples per second vs micro-batch size, one line per schedule."""
+    df = to_frame(records).drop_duplicates(["schedule", "micro_batch"])
+    fig, ax = plt.subplots(figsize=(7.5, 4))
+    sns.lineplot(df, x="micro_batch", y="samples_per_s", hue="schedule", style="schedule", markers=True,
+                 ax=ax)
+    ax.set(ylabel="throughput (samples/s)", title=title, ylim=(0, None))
+    _micro_batch_axis(ax, df.micro_batch.unique())
+    sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1))
+    fig.tight_layout()
+    return fig
+
+
+def plot_memory(records: list[dict], title: str) -> Figure:
+    """Peak memory vs micro-batch size, one panel per stage, one line per schedule (log scale)."""
+    df = to_frame(records)
+    stages = sorted(df.stage.unique())
+    fig, axes = plt.subplots(1, len(stages), figsize=(4.5 * len(stages), 4), sharey=True, squeeze=False)
+    for ax, s in zip(axes[0], stages):
+        sns.lineplot(df[df.stage == s], x="micro_batch", y="peak_mem_MB", hue="schedule", style="schedule",
+                     markers=True, ax=ax, legend=s == stages[-1])
+        ax.set(ylabel="peak memory (MB, log scale)", title=f"stage {s}", yscale="log")
+        _micro_batch_axis(ax, df.micro_batch.unique())
+    sns.move_legend(axes[0][-1], "upper left", bbox_to_anchor=(1.02, 1))
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_busy(records: list[dict], title: str) -> Figure:
+    """Steady-state busy fraction of each stage per schedule, one panel per micro-batch size."""
+    df = to_frame(records)
+    sizes = sorted(df.micro_batch.unique())
+    fig, axes = plt.subplots(1, len(sizes), figsize=(4.5 * len(sizes), 4), sharey=True, squeeze=False)
+    for ax, b in zip(axes[0], sizes):
+        sns.barplot(df[df.micro_batch == b], x="schedule", y="busy_fraction", hue="stage", ax=ax, errorbar=None,
+                    legend=b == sizes[-1])
+        if b == sizes[-1]:
+            sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1), title="stage")
+        ax.axhline(0.9, color="k", ls="--", lw=1)
+        ax.set(ylim=(0, 1.05), ylabel="busy fraction (steady state)", title=f"micro-batch {b}", xlabel="")
+        ax.tick_params(axis="x", rotation=45)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,301 @@
+"""Every setting of every study and profile, in one place.
+
+Profiles: ``quick`` (offline, minutes on a 2-core CPU: what the notebook tests run),
+``cpu`` (an afternoon on a 2-core CPU; the committed ``results/`` come from it) and ``full``
+(paper scale, GPU servers). Studies and what their settings are:
+
+==========================================  ============================  =====================
+study                                       function                      returns
+==========================================  ============================  =====================
+mlp, transformer, resnet, resnet-imagenet   :func:`compute_grid`          a sweep ``Grid``
+quickstart                                  :func:`quickstart_config`     a ``TrainConfig``
+gradient, features, random_labels           :func:`similarity_settings`   a dict of run sizes
+pipeline                                    :func:`pipeline_settings`     a dict of run options
+==========================================  ============================  =====================
+
+:func:`get` dispatches on the study name; :data:`STUDIES` lists every study with its
+profiles. Data folders are never set here: CIFAR-10, ImageNet and an LM1B-style text are
+passed as ``data_dir`` by the caller (the offline defaults are sklearn digits and the pydoc
+text corpus).
+"""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from .sweep.grid import Grid
+from .train import TrainConfig
+
+PROFILES = ("quick", "cpu", "full")
+COMPUTE_STUDIES = ("mlp", "transformer", "resnet", "resnet-imagenet")
+SIMILARITY_STUDIES = ("gradient", "features", "random_labels")
+LOCAL = ["greedy", "overlapping", "chunked-2"]
+
+
+def pow2(lo: int, hi: int) -> list[int]:
+    """Powers of two from ``2**lo`` to ``2**hi``."""
+    return [2 ** k for k in range(lo, hi + 1)]
+
+
+def loggrid(lo: float, hi: float, n: int) -> list[float]:
+    """``n`` learning rates evenly spaced in log from ``lo`` to ``hi`` (3 significant digits)."""
+    return [float(f"{v:.3g}") for v in np.geomspace(lo, hi, n)]
+
+
+# --------------------------------------------------------------- compute-efficiency sweeps
+_GRIDS = {
+    # ---------------------------------------------------------------- quick (nbval)
+    ("mlp", "quick"): dict(
+        name="mlp_digits_quick", model="mlp", dataset="digits",
+        model_kwargs=dict(depth=4, width=128), methods=["backprop"] + LOCAL,
+        batch_sizes=[8, 32, 128, 512], lrs=[3e-3], seeds=[0, 1], steps=150, eval_examples=360,
+        eval_every_examples=128, train_eval_examples=500,
+        description="4x128 MLP on sklearn digits, 150 steps per point"),
+    ("transformer", "quick"): dict(
+        name="transformer_text_quick", model="transformer", dataset="text",
+        model_kwargs=dict(d_model=32, n_layers=4, n_heads=2), data_kwargs=dict(seq_len=32),
+        methods=["backprop", "greedy", "chunked-2"], batch_sizes=[4, 16, 64], lrs=[3e-3], seeds=[0, 1], steps=100,
+        eval_examples=64, eval_every_examples=64, train_eval_examples=128,
+        description="4-layer d=32 Transformer on pydoc text (bytes), 100 steps"),
+    ("resnet", "quick"): dict(
+        name="resnet_digits_quick", model="resnet18", dataset="digits", model_kwargs=dict(width=8),
+        methods=["backprop", "greedy", "chunked-3"], batch_sizes=[8, 32, 128], lrs=[3e-3], seeds=[0, 1], steps=50,
+        eval_examples=360, eval_every_examples=128, train_eval_examples=200,
+        description="ResNet-18 (width 8) on sklearn digits, 50 steps"),
+    # --------------------------------------------------------- cpu (an afternoon)
+    ("mlp", "cpu"): dict(
+        name="mlp_cifar10_16px_cpu", model="mlp", dataset="cifar10",
+        model_kwargs=dict(depth=6, width=256), data_kwargs=dict(max_test=2000, image_size=16),
+        methods=["backprop", "greedy", "chunked-2", "chunked-3"], batch_sizes=pow2(5, 13),
+        lrs=[3e-4, 1e-3, 3e-3, 1e-2], seeds=[0, 1], steps=12000, examples=400_000, min_steps=300,
+        eval_every_examples=4096, train_eval_examples=2000, stop_loss=1.35, eval_examples=2000,
+        description="6x256 MLP on the full CIFAR-10 training set at 16x16 px; each run stops at "
+                    "training-subset loss 1.35 or its step cap"),
+    ("transformer", "cpu"): dict(
+        name="transformer_text_s16_cpu", model="transformer", dataset="text",
+        model_kwargs=dict(d_model=32, n_layers=4, n_heads=2), data_kwargs=dict(seq_len=16),
+        methods=["backprop", "greedy", "chunked-2"], batch_sizes=pow2(5, 13), lrs=[1e-3, 3e-3, 1e-2],
+        seeds=[0, 1], steps=6000, examples=200_000, min_steps=100,
+        eval_every_examples=2048, train_eval_examples=1000, stop_loss=2.3, eval_examples=1000,
+        description="4-layer d=32 Transformer on pydoc text (bytes, 16-token windows); each run stops "
+                    "at training-subset loss 2.3 or its step cap"),
+    ("resnet", "cpu"): dict(
+        name="resnet_cifar10_cpu", model="resnet18", dataset="cifar10", model_kwargs=dict(width=16),
+        data_kwargs=dict(max_train=10000, max_test=1000), methods=["backprop", "greedy", "chunked-3"],
+        batch_sizes=[32, 128], lrs=[1e-3], steps=300, examples=9600, min_steps=75, eval_examples=1000,
+        description="ResNet-18 (width 16) on a 10k-image CIFAR-10 subset, reduced sweep"),
+    # ------------------------------------------------------------ full (GPU servers)
+    ("mlp", "full"): dict(
+        name="mlp_cifar10_full", model="mlp", dataset="cifar10", model_kwargs=dict(depth=8, width=4096),
+        methods=["backprop", "greedy", "overlapping", "chunked-2", "chunked-4"], batch_sizes=pow2(5, 14),
+        lrs=loggrid(1e-4, 3e-3, 4), steps=20000, examples=5_000_000, min_steps=500, eval_every=1000,
+        eval_examples=10000, eval_every_examples=25600, train_eval_examples=10000,
+        description="8x4096 MLP on CIFAR-10 (paper scale)"),
+    ("transformer", "full"): dict(
+        name="transformer_lm1b_full", model="transformer", dataset="text",
+        model_kwargs=dict(d_model=512, n_layers=6, n_heads=8), data_kwargs=dict(seq_len=128),
+        methods=["backprop", "greedy", "overlapping", "chunked-2", "chunked-3"], batch_sizes=pow2(4, 11),
+        lrs=loggrid(1e-4, 1e-3, 3), steps=20000, examples=2_000_000, min_steps=500, eval_every=1000,
+        eval_examples=2000, eval_every_examples=12800, train_eval_examples=2000,
+        description="6-layer d=512 Transformer LM on an LM1B-style text file (bytes)"),
+    ("resnet", "full"): dict(
+        name="resnet18_cifar10_full", model="resnet18", dataset="cifar10",
+        methods=["backprop", "greedy", "overlapping", "chunked-2", "chunked-3"], batch_sizes=pow2(5, 12),
+        lrs=loggrid(3e-4, 3e-3, 3), steps=20000, examples=2_500_000, min_steps=300, eval_every=1000,
+        eval_examples=10000, eval_every_examples=25600, train_eval_examples=10000,
+        description="ResNet-18 on CIFAR-10 (paper scale)"),
+    ("resnet-imagenet", "full"): dict(
+        name="resnet34_imagenet_full", model="resnet34", dataset="imagenet", data_kwargs=dict(image_size=224),
+        methods=["backprop", "greedy", "chunked-2", "chunked-4"], batch_sizes=pow2(6, 11),
+        lrs=loggrid(3e-4, 3e-3, 2), steps=50000, examples=12_800_000, min_steps=2000, eval_every=5000,
+        eval_examples=10000, eval_every_examples=25600, train_eval_examples=10000,
+        description="ResNet-34 on ImageNet at 224 px (paper scale)"),
+}
+
+
+# How the compute studies are read: the rule that decides when a run reaches a target
+# (paper_repro.analysis.parse_rule), the other reasonable rules the sensitivity table tries,
+# and fixed targets (None: chosen from the data by analysis.suggest_targets). A grid that
+# does not evaluate a training subset is read by its training loss over a window of examples.
+_ANALYSIS = {
+    ("mlp", "quick"): dict(rule="eval", rules=["eval", "examples:256", "examples:1024"], targets=None),
+    ("transformer", "quick"): dict(rule="eval", rules=["eval", "examples:64", "examples:256"], targets=None),
+    ("resnet", "quick"): dict(rule="eval", rules=["eval", "examples:256", "examples:1024"], targets=None),
+    ("mlp", "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"], targets=[1.7, 1.5, 1.35]),
+    ("transformer", "cpu"): dict(rule="eval", rules=["eval", "examples:2048", "examples:8192"],
+                                 targets=[2.8, 2.5, 2.3]),
+    ("resnet", "cpu"): dict(rule="examples:640", rules=["examples:640", "examples:2560", "steps:20"], targets=None),
+}
+_FULL_ANALYSIS = dict(rule="eval", rules=["eval", "examples:25600", "examples:102400"], targets=None)
+
+
+# ------------------------------------------------------------------------ quickstart (00)
+QUICKSTART_METHODS = ["backprop", "greedy", "overlapping", "chunked-2", "chunked-3"]
+_QUICKSTART = {
+    "quick": dict(dataset="digits", steps=400, batch_size=64, lr=1e-3, eval_every=25, eval_examples=None,
+                  model_kwargs=dict(depth=4, width=128)),
+    "cpu": dict(dataset="cifar10", steps=3000, batch_size=128, lr=3e-4, eval_every=250, eval_examples=2000,
+                model_kwargs=dict(depth=4, width=1024)),
+    "full": dict(dataset="cifar10", steps=20000, batch_size=256, lr=3e-4, eval_every=1000, eval_examples=None,
+                 model_kwargs=dict(depth=8, width=4096)),
+}
+
+
+# ------------------------------------------------------------------ similarity probes (05-07)
+_SIMILARITY = {
+    # 05: a 5-block MLP trained by each local method; cosine every `every` steps.
+    "gradient": {
+        "quick": dict(dataset="digits", data_kwargs={}, depth=5, width=128, steps=300,
+                      every=10, batch_size=64, lr=1e-3, seeds=[0, 1, 2],
+                      methods=["greedy", "overlapping", "chunked-2"], ablation=dict(seeds=[0], variants=[
+                          dict(name="base", change="none"),
+                          dict(name="classifier_last", change="last block = the linear classifier",
+                               last_block="classifier"),
+                          dict(name="fixed_probe", change="cosine on a fixed set of 512 training images",
+                               probe_examples=512),
+                          dict(name="backprop_path", change="trajectory trained by backprop",
+                               trajectory="backprop"),
+                          dict(name="deep_heads", change="auxiliary heads shaped like the rest of the net",
+                               heads="deep")])),
+        "cpu": dict(dataset="cifar10", data_kwargs=dict(max_train=10000, max_test=1000),
+                    depth=5, width=512, steps=1500, every=30, batch_size=128, lr=3e-4, seeds=[0, 1, 2],
+                    methods=["greedy", "overlapping", "chunked-2"], ablation=dict(seeds=[0, 1], variants=[
+                        dict(name="base", change="none (10k-image subset, Adam 3e-4, cosine on the training "
+                                                 "batch, greedy trajectory, linear heads, 5 hidden blocks of 512)"),
+                        dict(name="classifier_last", change="last block = the linear classifier",
+                             last_block="classifier"),
+                        dict(name="full_data", change="full training set (50,000 images)",
+                             data_kwargs=dict(max_test=1000)),
+                        dict(name="fixed_probe", change="cosine on a fixed set of 2,048 training images",
+                             probe_examples=2048),
+                        dict(name="backprop_path", change="trajectory trained by backprop", trajectory="backprop"),
+                        dict(name="sgd", change="SGD (momentum 0.9, lr 0.01) instead of Adam", optimizer="sgd",
+                             lr=0.01),
+                        dict(name="deep_heads", change="auxiliary heads shaped like the rest of the net",
+                             heads="deep"),
+                        dict(name="width128", change="width 128", width=128),
+                        dict(name="width1024", change="width 1024", width=1024),
+                        dict(name="depth3", change="3 blocks", depth=3),
+                        dict(name="depth8", change="8 blocks", depth=8),
+                        dict(name="combined", change="classifier as the last block + full training set + fixed "
+                                                     "probe set", last_block="classifier",
+                             data_kwargs=dict(max_test=1000), probe_examples=2048)])),
+        "full": dict(dataset="cifar10", data_kwargs={}, depth=5, width=1024, steps=10000,
+                     every=100, batch_size=128, lr=3e-4, seeds=[0, 1, 2, 3, 4],
+                     methods=["greedy", "overlapping", "chunked-2"]),
+    },
+    # 06: ResNet-18 with the ImageNet-style stem (64 filters of 7x7, stride 2, then max-pool) per
+    # method, all from the same initial net; stem filter grids + low-frequency energy; CKA on
+    # held-out images. cpu: one epoch of the full CIFAR-10 training set at its own 32 px.
+    "features": {
+        "quick": dict(dataset="digits", data_kwargs={}, model="resnet18", model_kwargs=dict(small_input=False),
+                      steps=12, batch_size=32, lr=1e-3, cka_examples=128, eval_examples=200,
+                      methods=["backprop", "chunked-2", "chunked-3", "overlapping", "greedy"]),
+        "cpu": dict(dataset="cifar10", data_kwargs=dict(max_test=1000), model="resnet18",
+                    model_kwargs=dict(small_input=False), steps=782, batch_size=64, lr=1e-3, cka_examples=500,
+                    eval_examples=1000, methods=["backprop", "chunked-2", "chunked-3", "overlapping", "greedy"]),
+        "full": dict(dataset="imagenet", data_kwargs=dict(image_size=224, max_train=100000, max_test=5000),
+                     model="resnet18", model_kwargs=dict(small_input=False), steps=20000, batch_size=256, lr=1e-3,
+                     cka_examples=500, eval_examples=5000,
+                     methods=["backprop", "chunked-2", "chunked-3", "overlapping", "greedy"]),
+    },
+    # 07: fitting random labels. The paper's architecture for this figure is not known: an MLP
+    # and a narrow ResNet-18 (whose early blocks + pooled linear heads have little capacity).
+    "random_labels": {
+        "quick": dict(dataset="digits", seeds=[0], methods=["backprop", "greedy", "chunked-2"], runs=[
+            dict(model="mlp", label="MLP 5x128", model_kwargs=dict(depth=5, width=128), data_kwargs={},
+                 epochs=30, batch_size=64, lr=1e-3),
+            dict(model="resnet18", label="ResNet-18 width 8", model_kwargs=dict(width=8), data_kwargs={},
+                 epochs=4, batch_size=64, lr=1e-3)]),
+        "cpu": dict(dataset="cifar10", seeds=[0, 1, 2], methods=["backprop", "greedy", "chunked-2"], runs=[
+            dict(model="resnet18", label="ResNet-18 width 16", model_kwargs=dict(width=16),
+                 data_kwargs=dict(max_train=2500, max_test=500, image_size=16), epochs=40, batch_size=128,
+                 lr=1e-3),
+            dict(model="mlp", label="MLP 5x512", model_kwargs=dict(depth=5, width=512), seeds=[0],
+                 data_kwargs=dict(max_train=5000, max_test=1000), epochs=100, batch_size=128, lr=3e-4)]),
+        "full": dict(dataset="cifar10", seeds=[0, 1, 2], methods=["backprop", "greedy", "chunked-2"], runs=[
+            dict(model="mlp", label="MLP 5x1024", model_kwargs=dict(depth=5, width=1024), data_kwargs={},
+                 epochs=100, batch_size=128, lr=3e-4),
+            dict(model="resnet18", label="ResNet-18", model_kwargs={}, data_kwargs={}, epochs=100,
+                 batch_size=128, lr=1e-3)]),
+    },
+}
+
+
+# ---------------------------------------------------------------------- pipeline (04)
+# quick = 2 CPU processes in about a minute; cpu = the README's run
+# (results/pipeline/resnet18w16_cpu2.json); full = ResNet-34 at 224x224 on 4 GPUs.
+_PIPELINE = {
+    "quick": dict(model="resnet18", model_kwargs={"width": 8}, image_size=16, stages=2,
+                  micro_batch=[8, 32], micro_batches=8, steps=2, warmup_steps=1, device="cpu"),
+    "cpu": dict(model="resnet18", model_kwargs={"width": 16}, image_size=32, stages=2,
+                micro_batch=[8, 16, 32], micro_batches=16, steps=3, warmup_steps=1, device="cpu",
+                repeats=3, local_update_every=(1, 16)),
+    "full": dict(model="resnet34", model_kwargs={}, image_size=224, num_classes=1000, stages=4,
+                 micro_batch=[4, 8, 16, 32], micro_batches=16, steps=10, warmup_steps=2, device="cuda",
+                 repeats=2, local_update_every=(1, 16)),
+}
+
+# every study -> its profiles
+STUDIES = {**{s: tuple(p for t, p in _GRIDS if t == s) for s in COMPUTE_STUDIES},
+           "quickstart": tuple(_QUICKSTART), **{s: tuple(_SIMILARITY[s]) for s in SIMILARITY_STUDIES},
+           "pipeline": tuple(_PIPELINE)}
+
+
+def _check(study: str, profile: str, known: tuple) -> None:
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; valid: {', '.join(PROFILES)}")
+    if study not in known:
+        raise ValueError(f"unknown study {study!r}; valid: {', '.join(known)}")
+    if profile not in STUDIES[study]:
+        raise ValueError(f"study {study!r} has no {profile!r} profile; it has: {', '.join(STUDIES[study])}")
+
+
+def compute_grid(study: str, profile: str = "quick") -> Grid:
+    """The sweep grid of ``study`` (mlp | transformer | resnet | resnet-imagenet) at ``profile``."""
+    _check(study, profile, COMPUTE_STUDIES)
+    return Grid(**copy.deepcopy(_GRIDS[(study, profile)]))
+
+
+def analysis_settings(study: str, profile: str = "quick") -> dict:
+    """How ``study`` at ``profile`` is read: ``rule``, sensitivity ``rules``, ``targets``."""
+    _check(study, profile, COMPUTE_STUDIES)
+    return copy.deepcopy(_ANALYSIS.get((study, profile), _FULL_ANALYSIS))
+
+
+def quickstart_config(profile: str = "quick", data_dir: str | None = None, seed: int = 0) -> TrainConfig:
+    """The quickstart's run: a 4-block MLP (8 at full scale), to be trained with every method."""
+    _check("quickstart", profile, ("quickstart",))
+    kw = copy.deepcopy(_QUICKSTART[profile])
+    if kw["dataset"] != "digits" and data_dir is None:
+        raise ValueError(f"profile {profile!r} trains on {kw['dataset']}: pass data_dir (e.g. an ImageFolder "
+                         "tree with train/<class>/*.jpg, or the official cifar-10-batches-py folder)")
+    return TrainConfig(model="mlp", data_dir=data_dir, seed=seed, **kw)
+
+
+def similarity_settings(study: str, profile: str = "quick") -> dict:
+    """The run sizes of a probing study (gradient | features | random_labels) at ``profile``."""
+    _check(study, profile, SIMILARITY_STUDIES)
+    return copy.deepcopy(_SIMILARITY[study][profile])
+
+
+def pipeline_settings(profile: str = "quick") -> dict:
+    """The pipeline benchmark's options at ``profile`` (turn them into configs with
+    :func:`paper_repro.distributed.options.configs_for`)."""
+    _check("pipeline", profile, ("pipeline",))
+    return copy.deepcopy(_PIPELINE[profile])
+
+
+def get(study: str, profile: str = "quick", **kwargs):
+    """The settings of any ``study`` of :data:`STUDIES` at ``profile`` (``kwargs`` go to
+    :func:`quickstart_config`: ``data_dir``, ``seed``)."""
+    if study in COMPUTE_STUDIES:
+        return compute_grid(study, profile)
+    if study == "quickstart":
+        return quickstart_config(profile, **kwargs)
+    if study in SIMILARITY_STUDIES:
+        return similarity_settings(study, profile)
+    if study == "pipeline":
+        return pipeline_settings(profile)
+    raise ValueError(f"unknown study {study!r}; valid: {', '.join(STUDIES)}")

@@ -1,0 +1,143 @@
+"""The results store of a sweep: a folder written so that no result is ever half written.
+
+    <store>/grid.json               the grid definition
+    <store>/points/<point id>.csv.gz   one gzipped CSV per finished point
+
+Files are written to a temporary dot file ending in ``.tmp`` in the same folder (named by
+host and process id) and ``os.replace``-d into place: a point file is complete or absent.
+Temporary files left by killed processes of this host are deleted when the store is
+reopened; those of live processes, and of other hosts sharing the folder, are kept.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+import pandas as pd
+
+from .grid import Grid
+
+RECORD_COLUMNS = ("step", "examples", "final_loss", "eval_loss", "eval_acc", "wall_time")
+CONFIG_COLUMNS = ("sweep", "point_id", "model", "dataset", "method", "batch_size", "lr", "seed", "steps",
+                  "status", "num_modules", "total_flops_pe", "critical_path_flops_pe", "fill_flops_pe")
+OPTIONAL_RECORD_COLUMNS = ("train_eval_loss",)  # present when the grid evaluates a training subset
+STATUSES = ("finished", "diverged")
+
+_HOST = socket.gethostname().replace(".", "_")
+
+
+def _tmp_path(path: Path) -> Path:
+    """Where ``path`` is written before it is ``os.replace``-d into place: a dot file ending
+    in ``.tmp`` (never taken for a result), named by host and process id."""
+    return path.with_name(f".{path.name}.{_HOST}.{os.getpid()}.tmp")
+
+
+def _is_tmp(path: Path) -> bool:
+    return path.name.startswith(".") and path.name.endswith(".tmp")
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = _tmp_path(path)
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_tmp(root: str | os.PathLike) -> list[Path]:
+    """Delete the temporary files that processes of this host killed mid-write left in the
+    store (those of live processes, and of other hosts sharing the folder, are kept)."""
+    removed = []
+    for folder in (Path(root), Path(root) / "points"):
+        for tmp in folder.glob(f".*.{_HOST}.*.tmp") if folder.is_dir() else ():
+            pid = tmp.name[:-len(".tmp")].rsplit(".", 1)[-1]
+            if pid.isdigit() and not _pid_alive(int(pid)):
+                tmp.unlink(missing_ok=True)
+                removed.append(tmp)
+    return removed
+
+
+def open_store(root: str | os.PathLike, grid: Grid) -> Path:
+    """Create or reopen the store of ``grid`` at ``root``; a different grid there is an error."""
+    root = Path(root)
+    for parent in (root, *root.parents):
+        if parent.exists() and not parent.is_dir():
+            raise ValueError(f"sweep results folder {root} cannot be created: {parent} is a file, not a folder")
+    spec = root / "grid.json"
+    if spec.is_file():
+        try:  # through Grid, so that a grid.json written before a setting existed gets its default
+            existing = json.loads(json.dumps(Grid.from_dict(json.loads(spec.read_text())).to_dict()))
+        except (OSError, json.JSONDecodeError) as err:
+            raise ValueError(f"cannot read {spec}: {err}") from None
+        if existing != json.loads(json.dumps(grid.to_dict())):
+            changed = sorted(k for k in set(existing) | set(grid.to_dict())
+                             if existing.get(k) != json.loads(json.dumps(grid.to_dict())).get(k))
+            raise ValueError(f"{root} holds a different sweep grid (differs in {changed}); "
+                             f"use another results folder or grid name, or delete {root}")
+    elif root.exists() and any(not _is_tmp(f) for f in root.iterdir()):
+        raise ValueError(f"{root} is not empty and has no grid.json: not a sweep results folder")
+    try:  # grid.json first: a store killed while being created is empty or has it
+        root.mkdir(parents=True, exist_ok=True)
+        if not spec.is_file():
+            _atomic_write_text(spec, json.dumps(grid.to_dict(), indent=2, sort_keys=True) + "\n")
+        (root / "points").mkdir(exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"cannot write sweep results folder {root}: {err.strerror or err}") from None
+    remove_stale_tmp(root)
+    return root
+
+
+def point_files(root: str | os.PathLike) -> list[Path]:
+    """The finished point files of the store at ``root`` (``<id>.csv.gz``, or ``<id>.csv``
+    as stores written before compression have them), sorted."""
+    folder = Path(root) / "points"
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if not _is_tmp(p) and p.name.endswith((".csv", ".csv.gz")))
+
+
+def finished_ids(root: str | os.PathLike) -> set[str]:
+    return {p.name.removesuffix(".gz").removesuffix(".csv") for p in point_files(root)}
+
+
+def load_grid(root: str | os.PathLike) -> Grid:
+    spec = Path(root) / "grid.json"
+    if not spec.is_file():
+        raise ValueError(f"{root} is not a sweep results folder (no grid.json)")
+    return Grid.from_dict(json.loads(spec.read_text()))
+
+
+def load_results(root: str | os.PathLike) -> pd.DataFrame:
+    """All finished points of the store at ``root`` as one DataFrame (records + config columns)."""
+    root = Path(root)
+    if not root.is_dir():
+        raise ValueError(f"results folder {root} does not exist")
+    load_grid(root)
+    files = point_files(root)
+    if not files:
+        raise ValueError(f"results folder {root} has no finished points yet; run the sweep first")
+    frames = [pd.read_csv(f) for f in files]
+    for f, frame in zip(files, frames):
+        missing = [c for c in CONFIG_COLUMNS + RECORD_COLUMNS if c not in frame.columns]
+        if missing:
+            raise ValueError(f"{f} is not a sweep point file (missing columns {missing})")
+    return pd.concat(frames, ignore_index=True)
+
+
+def write_point(records: pd.DataFrame, root: str | os.PathLike, point_id: str) -> Path:
+    """Write one finished point's table into the store at ``root``, atomically."""
+    path = Path(root) / "points" / f"{point_id}.csv.gz"
+    tmp = _tmp_path(path)
+    records.to_csv(tmp, index=False, float_format="%.6g", compression={"method": "gzip", "mtime": 0})
+    os.replace(tmp, path)
+    return path

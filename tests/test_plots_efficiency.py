@@ -1,0 +1,51 @@
+"""The regime figures draw what the efficiency tables hold."""
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from paper_repro import analysis as ef  # noqa: E402
+from paper_repro.plots import efficiency as scaling  # noqa: E402
+
+
+def _ttt():
+    rows = []
+    for seed in (0, 1):
+        for method, crit in (("backprop", 4.0), ("greedy", 1.0)):
+            for b in (16, 32, 64):
+                for lr in (0.1, 0.3):
+                    s = (100 * (1 + 32 / b)) * (1 + 0.1 * seed) * (1 if lr == 0.1 else 1.5)
+                    rows.append({"method": method, "batch_size": b, "lr": lr, "seed": seed, "target": 1.0,
+                                 "reached": True, "step": s, "examples": s * b, "compute": s * b,
+                                 "time": s * crit})
+    return pd.DataFrame(rows)
+
+
+def test_steps_vs_batch_one_line_per_method_with_perfect_scaling():
+    svb = ef.steps_vs_batch(_ttt())
+    fig = scaling.plot_steps_vs_batch(svb, "t")
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert {t.get_text() for t in ax.get_legend().get_texts()} == {"backprop", "greedy"}
+    dotted = [line for line in ax.get_lines() if line.get_linestyle() == ":"]
+    assert len(dotted) == 2  # one perfect-scaling line per method
+
+
+def test_frontiers_and_speedup_band_draw_steps():
+    ttt = _ttt()
+    configs = ef.over_seeds(ttt)
+    fig = scaling.plot_frontiers(configs, ef.staircase(configs), "t")
+    assert fig.axes[0].get_title() == "target 1"
+    sp = ef.speedup(configs)
+    fig = scaling.plot_speedup_band(sp, list(ef.per_seed_curves(ttt).values()), "t")
+    assert len(fig.axes[0].collections) >= 1  # the band over seeds
+    ys = fig.axes[0].get_lines()[0].get_ydata()
+    assert np.allclose(ys, sp["speedup"].to_numpy())
+
+
+def test_empty_tables_say_so():
+    fig = scaling.plot_steps_vs_batch(ef.steps_vs_batch(_ttt().assign(reached=False, step=np.nan,
+                                                                      time=np.nan)), "t")
+    assert "no run reached" in fig.axes[0].texts[0].get_text()
