@@ -1,37 +1,30 @@
 # GPU image for the full-profile notebook batch.
 #   docker build -t paper-repro .
-#   docker run --gpus all -v $PWD/figures:/workspace/figures paper-repro
-# The base image ships torch 2.5.1 / torchvision 0.20.1 built for CUDA 12.4; pinning them
-# here keeps pip from replacing them while it installs the rest.
-FROM pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime
+#   docker run --gpus all -v /data:/data -v $PWD/results:/app/results \
+#       -v $PWD/figures:/app/figures -v $PWD/out:/app/out paper-repro
+# The libraries are requirements.lock, the very versions the tests run. torch 2.14.1 from
+# PyPI is built for CUDA 13.0 and carries its own CUDA runtime, cuBLAS, cuDNN and NCCL as
+# nvidia-* wheels, so the base image needs no CUDA of its own; the host needs an NVIDIA
+# driver of the R580 branch or newer (>= 580.65.06, CUDA 13.0) and the NVIDIA Container
+# Toolkit for --gpus. Data, results, figures and executed notebooks are mounted volumes:
+# a sweep's results store outlives the container and resumes in the next one.
+FROM python:3.11-slim-bookworm
 
 ENV MPLBACKEND=Agg \
     PYTHONUNBUFFERED=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    NVIDIA_VISIBLE_DEVICES=all \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility
 
-WORKDIR /workspace
+WORKDIR /app
 
-# Libraries first (a cached layer), the project after.
-RUN pip install --no-cache-dir \
-        torch==2.5.1 \
-        torchvision==0.20.1 \
-        numpy==2.4.6 \
-        pandas==3.1.1 \
-        matplotlib==3.11.2 \
-        seaborn==0.13.2 \
-        scikit-learn==1.9.1 \
-        tqdm==4.70.1 \
-        papermill==2.7.0 \
-        jupyterlab==4.6.6 \
-        ipykernel==7.4.0 \
-        ipywidgets==8.1.9 \
-        psutil==7.2.2 \
-        nbformat==5.11.1 \
-        nbval==0.11.0 \
-        pytest==9.2.0 \
-        pytest-timeout==2.4.0
+# Libraries first (a cached layer that changes only with the lock), the project after.
+COPY requirements.lock .
+RUN pip install --no-cache-dir -r requirements.lock
 
 COPY . .
-RUN pip install --no-cache-dir -e .
+RUN pip install --no-cache-dir --no-deps -e .
+
+VOLUME ["/app/results", "/app/figures", "/app/out"]
 
 CMD ["paper-repro", "notebooks", "run", "--profile", "full"]

@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export MPLBACKEND := Agg
 
-.PHONY: all venv .venv figures test test-unit test-notebooks check-figures lab help
+.PHONY: all venv .venv figures test test-unit test-notebooks check-figures lab help lock selfcheck
 all: test
 
 help:
@@ -14,16 +14,40 @@ help:
 	@echo "make test      unit tests, then the notebooks under pytest --nbval-lax"
 	@echo "make check-figures  fail if running the notebooks changed figures/ (after make figures or make test)"
 	@echo "make lab       open the notebooks in JupyterLab"
+	@echo "make lock      re-resolve requirements.lock from pyproject.toml"
+	@echo "make selfcheck the GPU self-check (DEVICE=cpu to try it without a GPU), report in out/"
 
-# The environment. torch/torchvision are pinned to the releases this machine has on disk
-# (other versions would be multi-GB downloads); the stamp makes this re-run only when
-# pyproject.toml changes. ipykernel ships a `python3` kernelspec that jupyter_client
-# resolves to the venv's own interpreter, so Papermill and nbval use this environment.
-$(STAMP): pyproject.toml
+# The environment: exactly the versions in requirements.lock (the same file CI, the Docker
+# image and environment.yml install), then the project itself without resolving anything
+# again. The stamp makes this re-run only when the lock or pyproject.toml changes.
+# ipykernel ships a `python3` kernelspec that jupyter_client resolves to the venv's own
+# interpreter, so Papermill and nbval use this environment.
+$(STAMP): requirements.lock pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(VENV)/bin/pip install torch==2.14.1 torchvision==0.29.1
-	$(VENV)/bin/pip install -e '.[test]'
+	$(VENV)/bin/pip install -r requirements.lock
+	$(VENV)/bin/pip install --no-deps -e .
 	touch $(STAMP)
+
+# requirements.lock: pyproject.toml's dependencies plus the [test] extra, resolved with uv for
+# CPython 3.11.7 on Linux x86_64 (glibc >= 2.34). Versions already in the lock are kept
+# (they are passed as constraints); `make lock UPGRADE=1` re-resolves everything to the
+# newest allowed releases. uv lives in a throwaway venv outside the project; the
+# extra package indexes of this machine's pip configuration are passed on to it.
+LOCK_TOOL ?= /tmp/paper-repro-lock-tool
+UV := $(LOCK_TOOL)/bin/uv
+LOCK_INDEXES = $(foreach u,$(shell pip config get global.extra-index-url 2>/dev/null),--extra-index-url $(u))
+LOCK_KEEP = $(if $(UPGRADE),,-c requirements.lock.old)
+lock:
+	test -x $(UV) || { python3 -m venv $(LOCK_TOOL) && $(LOCK_TOOL)/bin/pip install -q uv==0.13.9; }
+	sed -n '1,/^$$/p' requirements.lock > requirements.lock.new
+	sed '/^#/d; /^ /d; /^$$/d' requirements.lock > requirements.lock.old
+	$(UV) pip compile pyproject.toml --extra test --python-version 3.11.7 \
+	    --python-platform x86_64-manylinux_2_34 --index-strategy unsafe-best-match \
+	    --no-emit-index-url --no-header --no-annotate $(LOCK_INDEXES) $(LOCK_KEEP) \
+	    -o requirements.lock.body
+	cat requirements.lock.body >> requirements.lock.new
+	mv requirements.lock.new requirements.lock
+	rm -f requirements.lock.old requirements.lock.body
 
 venv .venv: $(STAMP)
 
@@ -59,3 +83,9 @@ check-figures:
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks/
+
+# The self-check of a GPU server (each piece in its own process, at most 10 minutes).
+DEVICE ?= cuda
+selfcheck: $(STAMP)
+	mkdir -p out
+	$(PY) -m paper_repro.selfcheck --device $(DEVICE) --json out/selfcheck.json --time-limit 600

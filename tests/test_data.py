@@ -8,7 +8,7 @@ import pytest
 import torch
 from PIL import Image
 
-from paper_repro import data
+from paper_repro import data, datafiles
 
 CIFAR_JPEG = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "cifar10-jpeg"
 
@@ -226,7 +226,7 @@ def test_cifar_imagefolder_pixels_labels_and_cache(tmp_path, monkeypatch):
     cache = list((tmp_path / ".paper_repro_cache").glob("*.pt"))
     assert len(cache) == 1
     # the second load reads the cache: decoding would now fail
-    monkeypatch.setattr(data, "_decode_image", lambda *a: (_ for _ in ()).throw(AssertionError("decoded")))
+    monkeypatch.setattr(datafiles, "_decode_image", lambda *a: (_ for _ in ()).throw(AssertionError("decoded")))
     again = data.load("cifar10", tmp_path)
     for a, b in ((d.x_train, again.x_train), (d.y_train, again.y_train), (d.x_test, again.x_test)):
         assert torch.equal(a, b)
