@@ -21,7 +21,7 @@
 
 # %% tags=["parameters"]
 profile = "quick"          # quick | cpu | full
-figures_dir = "../figures"
+figures_dir = "../figures"  # relative paths start at this notebook's folder
 data_dir = "../../shared/data/cifar10-jpeg"  # cpu/full profiles (06 full: an ImageNet tree)
 results_dir = "../results/similarity"        # tables of the cpu/full runs
 num_threads = 1                              # torch CPU threads (0: torch's default)
@@ -37,7 +37,7 @@ import torch
 from IPython.display import display
 
 from paper_repro import plots, probes
-from paper_repro.notebooks import check_parameters
+from paper_repro.notebooks import check_parameters, notebook_path
 from paper_repro.settings import similarity_settings
 from paper_repro.train import TrainConfig
 
@@ -45,6 +45,7 @@ check_parameters(dict(profile=profile, figures_dir=figures_dir, data_dir=data_di
                       num_threads=num_threads, retrain=retrain),
                  dict(profile=str, figures_dir=str, data_dir=(str, type(None)), results_dir=str, num_threads=int,
                       retrain=bool))
+figures_dir, results_dir, data_dir = (notebook_path(p) for p in (figures_dir, results_dir, data_dir))
 device = "cuda" if torch.cuda.is_available() else "cpu"
 if num_threads:
     torch.set_num_threads(num_threads)  # small models on a shared CPU: extra threads only add overhead

@@ -26,7 +26,7 @@
 
 # %% tags=["parameters"]
 profile = "quick"          # quick | cpu | full
-figures_dir = "../figures"
+figures_dir = "../figures"  # relative paths start at this notebook's folder
 data_dir = "../../shared/data/cifar10-jpeg"  # quick profile: unused (offline digits)
 results_dir = "../results/similarity"        # where the cpu/full runs keep their results
 num_threads = 1                              # torch CPU threads (0: torch's default)
@@ -39,12 +39,13 @@ import torch
 from IPython.display import display
 
 from paper_repro import plots, probes
-from paper_repro.notebooks import check_parameters
+from paper_repro.notebooks import check_parameters, notebook_path
 from paper_repro.settings import similarity_settings
 
 check_parameters(dict(profile=profile, figures_dir=figures_dir, data_dir=data_dir, results_dir=results_dir,
                       num_threads=num_threads),
                  dict(profile=str, figures_dir=str, data_dir=(str, type(None)), results_dir=str, num_threads=int))
+figures_dir, results_dir, data_dir = (notebook_path(p) for p in (figures_dir, results_dir, data_dir))
 if num_threads:
     torch.set_num_threads(num_threads)  # small models on a shared CPU: extra threads only add overhead
 S = similarity_settings("random_labels", profile)

@@ -61,12 +61,14 @@ def check_parameters(values: dict, types: dict) -> None:
         raise ValueError(f"unknown profile {values['profile']!r}; valid: {', '.join(PROFILES)}")
 
 
-def notebook_path(path: str) -> str:
+def notebook_path(path: str | None) -> str | None:
     """``path`` from a notebook's parameters cell, made absolute: an absolute path unchanged, a
     relative one (``"../figures"``) taken from this repository's ``notebooks/`` folder, where
     JupyterLab runs the notebooks, rather than from the current directory (Papermill's kernel
     starts in the caller's). Outside a source checkout (no ``notebooks/`` folder next to the
-    package), from the current directory."""
+    package), from the current directory. None stays None."""
+    if path is None:
+        return None
     p = Path(path).expanduser()
     base = NOTEBOOKS_DIR if NOTEBOOKS_DIR.is_dir() else Path.cwd()
     return str(p if p.is_absolute() else (base / p).resolve())
