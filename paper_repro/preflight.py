@@ -36,13 +36,19 @@ import pandas as pd
 import torch
 
 from . import data, settings
+from .notebooks import NOTEBOOKS_DIR
 from .sweep import Grid, example_shape, grid_flops
 
 DEFAULT_SUSTAINED_FLOPS = 100e12   # FLOP/s per GPU: an assumption (H100-class, bf16), see above
 DEFAULT_MIN_FREE_GB = 20.0         # results stores, executed notebooks, figures, data caches
 DATA_SETS = ("cifar10", "imagenet", "text")  # the ones read from a path (digits is built in)
 TRAIN_SIZE = {"digits": 1437, "cifar10": 50_000, "imagenet": 1_281_167}
-BENCHMARK_NOTEBOOKS = ("04_throughput_memory_communication",)  # timed, not trained: no FLOP plan
+# notebooks outside the FLOP model, with what they do instead of training a grid
+UNPLANNED_NOTEBOOKS = {
+    "04_throughput_memory_communication": "pipeline benchmark (timed, not in the FLOP model)",
+    "08_scaling": "pipeline simulation calibrated on the device (minutes, not in the FLOP model)",
+    "09_your_model": "a small user model on sklearn digits (minutes, not in the FLOP model)",
+}
 
 
 @dataclass
@@ -157,7 +163,8 @@ def _workload(notebook: str, grid: Grid) -> Workload:
 
 def plan(profile: str = "full", sustained_flops: float = DEFAULT_SUSTAINED_FLOPS) -> pd.DataFrame:
     """One row per workload: runs, training FLOPs and GPU-hours at ``sustained_flops`` FLOP/s,
-    then a total row. The benchmark notebook (timed, not trained) is listed without FLOPs."""
+    then a total row. Notebooks that train no grid (:data:`UNPLANNED_NOTEBOOKS`) are listed
+    without FLOPs."""
     if not sustained_flops > 0:
         raise ValueError(f"sustained_flops must be > 0 FLOP/s, got {sustained_flops!r}")
     rows = []
@@ -167,9 +174,10 @@ def plan(profile: str = "full", sustained_flops: float = DEFAULT_SUSTAINED_FLOPS
         rows.append(dict(notebook=w.notebook, workload=w.grid.description or w.grid.name,
                          dataset=w.grid.dataset, runs=len(w.grid.points()), flops=flops,
                          gpu_hours=flops / sustained_flops / 3600))
-    for nb in BENCHMARK_NOTEBOOKS:
-        rows.append(dict(notebook=nb, workload="pipeline benchmark (timed, not in the FLOP model)",
-                         dataset="synthetic", runs=0, flops=float("nan"), gpu_hours=float("nan")))
+    for nb, what in UNPLANNED_NOTEBOOKS.items():
+        if (NOTEBOOKS_DIR / f"{nb}.ipynb").is_file():
+            rows.append(dict(notebook=nb, workload=what, dataset="", runs=0, flops=float("nan"),
+                             gpu_hours=float("nan")))
     table = pd.DataFrame(rows).sort_values("notebook", kind="stable").reset_index(drop=True)
     total = dict(notebook="total", workload=f"at {sustained_flops / 1e12:g} TFLOP/s sustained (assumed)",
                  dataset="", runs=int(table["runs"].sum()), flops=table["flops"].sum(),
