@@ -340,7 +340,7 @@ TINY_PIPE = ["--model", "mlp", "--model-kwargs", '{"depth": 4, "width": 16}', "-
      ["stages=9", "more than the 4 local modules", "'greedy'"]),
     (["bench", "pipeline", "--method", "chunked-2", "--stages", "3", "--comm-only", *TINY_PIPE],
      ["stages=3", "more than the 2 local modules", "'chunked-2'"]),
-    (["bench", "pipeline", "--stages", "9", *TINY_PIPE], ["9", "number of blocks (4)"]),
+    (["bench", "pipeline", "--stages", "9", *TINY_PIPE], ["stages=9", "more than the 4 blocks", "'mlp'"]),
 ])
 def test_bench_bad_option(argv, words, capsys):
     assert_clear(*run_cli(argv, capsys), *words)
