@@ -41,7 +41,7 @@ class Link:
             raise ValueError(f"link bandwidth must be > 0 bytes/s, got {self.bandwidth!r}")
 
     def time(self, nbytes: float) -> float:
-        return self.latency + nbytes / self.bandwidth if nbytes else 0.0
+        return self.latency + nbytes / self.bandwidth
 
 
 @dataclass
