@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 # modules whose add_cli(subparsers) registers a command, in help order
-COMMAND_MODULES = ("paper_repro.sweep", "paper_repro.bench", "paper_repro.notebooks")
+COMMAND_MODULES = ("paper_repro.sweep", "paper_repro.bench", "paper_repro.notebooks", "paper_repro.simulate.cli")
 
 
 def _positive_int(text: str) -> int:

@@ -48,11 +48,15 @@ OPTIMIZER_COPIES = {"adam": 2, "sgd": 1}
 
 @dataclass
 class PieceBytes:
-    """Per-micro-batch bytes of one piece (see the module docstring)."""
+    """Per-micro-batch bytes of one piece (see the module docstring). ``saved_in``, ``saved_ex``,
+    ``recompute`` and ``loss`` leave out the module buffers autograd saves (BatchNorm's running
+    statistics: one storage, whatever the number of micro-batches; ``shared``) and the labels."""
     saved_in: int
     saved_ex: int
     recompute: int
     loss: int
+    shared: int
+    labels: int
     input: int
     output: int
     params: int
@@ -102,12 +106,16 @@ class MetaNet:
             x.requires_grad_(True)
         mods = [self.net.blocks[b] for b in blocks] + ([self.head(blocks[-1])] if head else [])
         params = list({id(p): p for m in mods for p in m.parameters()}.values())
+        buffers = [t for m in mods for t in m.buffers()]
         y = self._labels(B)
-        saved_in, loss, out = self._run(mods, len(blocks), x, y, params, head)
-        saved_ex, _, _ = self._run(mods, len(blocks), x, y, [*params, x], head)
-        recompute, _, _ = self._run(mods, len(blocks), x, y, [*params, x], False)
-        return PieceBytes(saved_in, saved_ex, recompute, loss, _nbytes(x), _nbytes(out),
-                          sum(_nbytes(p) for p in params))
+        n = len(blocks)
+        saved_in, loss, out = self._run(mods, n, x, y, [*params, *buffers, y], head)
+        saved_ex, _, _ = self._run(mods, n, x, y, [*params, *buffers, y, x], head)
+        recompute, _, _ = self._run(mods, n, x, y, [*params, *buffers, x], False)
+        everything, _, _ = self._run(mods, n, x, y, params, head)
+        labels = _nbytes(y) if head else 0
+        return PieceBytes(saved_in, saved_ex, recompute, loss, everything - saved_in - labels, labels,
+                          _nbytes(x), _nbytes(out), sum(_nbytes(p) for p in params))
 
     def _run(self, mods, n_blocks: int, x, y, exclude, with_loss: bool) -> tuple[int, int, torch.Tensor]:
         """(peak saved bytes, bytes the loss adds, the last block's output) of one forward."""
@@ -180,7 +188,7 @@ def stage_memory(meta: MetaNet, schedule: str, stages: int, micro_batch: int, mi
     if local:
         for s, p in enumerate(pb):
             buffers = (2 * p.input if s > 0 else 0) + (max_in_flight * p.output if s < N - 1 else 0)
-            records.append(_record(p.saved_in, p.params, optimizer, buffers))
+            records.append(_record(p.saved_in + p.shared + p.labels, p.params, optimizer, buffers))
         return records
     order = torch_order(schedule, stages, M)
     if recompute:
@@ -192,11 +200,15 @@ def stage_memory(meta: MetaNet, schedule: str, stages: int, micro_batch: int, mi
                                           for v, p in enumerate(pb)])
     for r in range(stages):
         mine = [v for v in range(N) if order.stage_rank[v] == r]
-        total = saved[r] + (M * pb[0].input if 0 in mine else 0)
+        # once per stage, not per micro-batch: the step's input (stage 0; its micro-batches are
+        # views of it), the step's labels (last stage, likewise) and the saved module buffers
+        total = saved[r] + (M * pb[0].input if 0 in mine else 0) + (M * pb[-1].labels if N - 1 in mine else 0)
         if recompute:
-            total += max(pb[v].recompute for v in mine)
-        elif first_step_inference and 0 in mine:
-            total += pb[0].saved_ex + M * pb[0].input
+            total += max(pb[v].recompute + pb[v].shared for v in mine)
+        else:
+            total += sum(pb[v].shared for v in mine)
+            if first_step_inference and 0 in mine:
+                total += pb[0].saved_ex + M * pb[0].input
         records.append(_record(total, sum(pb[v].params for v in mine), optimizer, buffers[r]))
     return records
 
