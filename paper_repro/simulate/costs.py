@@ -57,17 +57,18 @@ def schedule_costs(bc: BlockCosts, schedule: str, stages: int, balance: str = "b
         f = i = w = o = 0.0
         for b in blocks:
             f += bc.forward[b]
-            w += bc.backward_weight[b]
+            weight = min(bc.backward_weight[b], bc.backward[b])    # timing noise can invert them
+            w += weight
             o += bc.optimizer[b]
             no_input_grad = b == 0 or (local and b == blocks[0])
-            i += 0.0 if no_input_grad else bc.backward[b] - bc.backward_weight[b]
+            i += 0.0 if no_input_grad else bc.backward[b] - weight
         end = blocks[-1]
         if local or end == last:
             f += bc.head_forward[end]
             i += bc.head_backward[end]
             o += bc.head_optimizer[end]
         fwd.append(f)
-        inp.append(max(i, 0.0))
+        inp.append(i)
         wgt.append(w)
         opt.append(o)
     send = [bc.out_bytes[blocks[-1]] + (bc.label_bytes if local else 0) for blocks in cut[:-1]]

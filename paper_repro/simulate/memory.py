@@ -72,6 +72,8 @@ class MetaNet:
         self.net = copy.deepcopy(learner.net).to("meta").train()
         self.dtype = DTYPES[cfg.dtype]
         self._heads: dict[int, torch.nn.Module] = {}
+        self._pieces: dict[tuple, PieceBytes] = {}
+        self._shapes: dict[tuple, tuple] = {}
 
     @property
     def blocks(self) -> int:
@@ -89,11 +91,13 @@ class MetaNet:
             if self.spec.kind == "text":
                 return torch.empty(B, self.spec.seq_len, dtype=torch.long, device="meta")
             return torch.empty(B, *self.spec.input_shape, dtype=self.dtype, device="meta")
-        h = self._input(0, B)
-        with torch.no_grad():
-            for blk in self.net.blocks[:first]:
-                h = blk(h)
-        return torch.empty(h.shape, dtype=h.dtype, device="meta")
+        if (first, B) not in self._shapes:
+            h = self._input(first - 1, B)
+            with torch.no_grad():
+                h = self.net.blocks[first - 1](h)
+            self._shapes[(first, B)] = (tuple(h.shape), h.dtype)
+        shape, dtype = self._shapes[(first, B)]
+        return torch.empty(shape, dtype=dtype, device="meta")
 
     def _labels(self, B: int) -> torch.Tensor:
         shape = (B, self.spec.seq_len) if self.spec.kind == "text" else (B,)
@@ -101,6 +105,12 @@ class MetaNet:
 
     def piece(self, blocks: list[int], B: int, head: bool, input_grad: bool) -> PieceBytes:
         """Bytes of ``blocks`` (+ head and loss if ``head``) on one micro-batch of ``B`` samples."""
+        key = (tuple(blocks), B, head, input_grad)
+        if key not in self._pieces:
+            self._pieces[key] = self._measure(blocks, B, head, input_grad)
+        return self._pieces[key]
+
+    def _measure(self, blocks: list[int], B: int, head: bool, input_grad: bool) -> PieceBytes:
         x = self._input(blocks[0], B)
         if input_grad and x.is_floating_point():
             x.requires_grad_(True)

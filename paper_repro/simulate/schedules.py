@@ -27,10 +27,10 @@ modules on each micro-batch as soon as the micro-batch arrives (see :mod:`.engin
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from unittest import mock
 
-from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+from torch.distributed.pipelining import Schedule1F1B, ScheduleGPipe
 from torch.distributed.pipelining._schedule_visualizer import get_schedule_ops
 from torch.distributed.pipelining.schedules import _ComputationType
 
@@ -98,8 +98,10 @@ def stages_per_rank(name: str) -> int:
     return 1 if base in (*LOCAL_SCHEDULES, "gpipe", "1f1b") else 2
 
 
+@functools.lru_cache(maxsize=256)
 def torch_order(name: str, ranks: int, micro_batches: int) -> Order:
-    """The per-rank action lists torch.distributed.pipelining generates for ``name``."""
+    """The per-rank action lists torch.distributed.pipelining generates for ``name`` (cached:
+    treat the result as read-only)."""
     base, _ = base_schedule(name)
     if base in LOCAL_SCHEDULES:
         raise ValueError(f"schedule {name!r} is not a torch.distributed.pipelining schedule")
@@ -138,24 +140,41 @@ def torch_order(name: str, ranks: int, micro_batches: int) -> Order:
 _LOOP_SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
 
 
+class _RecordingStage:
+    """Stands in for a ``PipelineStage``: records the compute calls, sends and receives nothing,
+    and answers every other call with ``None``."""
+
+    def __init__(self, rank: int, ranks: int):
+        self.group_rank, self.group_size, self.submod = rank, ranks, None
+        self.num_stages, self.stage_index = ranks, rank
+        self.is_first, self.is_last = rank == 0, rank == ranks - 1
+        self.log: list[Action] = []
+
+    def forward_one_chunk(self, i, *args, **kwargs):
+        self.log.append(Action(self.stage_index, "F", i))
+
+    def backward_one_chunk(self, i, *args, **kwargs):
+        self.log.append(Action(self.stage_index, "B", i))
+
+    def get_fwd_recv_ops(self, *args):
+        return []
+
+    get_fwd_send_ops = get_bwd_recv_ops = get_bwd_send_ops = get_fwd_recv_ops
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+
+
 def _record_loop(schedule_cls, rank: int, ranks: int, micro_batches: int) -> list[Action]:
     """The compute calls torch's own ``_step_microbatches`` makes on ``rank``, in order: its loop
-    runs on a mock stage that records them (no tensors, no messages)."""
-    stage = mock.create_autospec(PipelineStage, instance=True)
-    stage.group_rank, stage.group_size, stage.submod = rank, ranks, None
-    stage.num_stages, stage.stage_index = ranks, rank
-    stage.is_first, stage.is_last = rank == 0, rank == ranks - 1
-    log: list[Action] = []
-    stage.forward_one_chunk.side_effect = lambda i, *a, **k: log.append(Action(rank, "F", i))
-    stage.backward_one_chunk.side_effect = lambda i, *a, **k: log.append(Action(rank, "B", i))
-    for name in ("get_fwd_recv_ops", "get_fwd_send_ops", "get_bwd_recv_ops", "get_bwd_send_ops"):
-        getattr(stage, name).return_value = []      # no messages: nothing to wait for
+    runs on a stand-in stage that records them (no tensors, no messages)."""
+    stage = _RecordingStage(rank, ranks)
     schedule = schedule_cls(stage, micro_batches, loss_fn=lambda out, target: 0)
     schedule._initialize_stage = lambda *args, **kwargs: None     # shape inference needs real tensors
     last = rank == ranks - 1
     schedule._step_microbatches([()] * micro_batches, [{}] * micro_batches,
                                 [None] * micro_batches if last else None, [] if last else None)
-    return log
+    return stage.log
 
 
 def in_flight(order: Order) -> list[dict[int, int]]:

@@ -21,7 +21,6 @@ import torch
 
 from ..distributed.bench import run_pipeline
 from ..distributed.report import median_records
-from ..distributed.run import expand
 from ..distributed.stages import PipelineConfig
 from .calibrate import measure
 from .costs import schedule_costs
@@ -46,9 +45,10 @@ def compare(base: PipelineConfig, stages: list[int], micro_batch_sizes: list[int
         update_every = sorted({base.update_every, M}) if "local" in schedules else [M]
     rows = []
     for S in stages:
-        common = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)
-                  if f.name not in ("schedule", "micro_batch", "stages", "update_every")}
-        configs = expand({**common, "stages": S}, runnable, micro_batch_sizes, update_every, repeats)
+        # every (repeat, size, schedule) interleaved, so that a change of load touches all alike
+        configs = [dataclasses.replace(base, stages=S, schedule=s, micro_batch=B, update_every=u).validate()
+                   for _ in range(repeats) for B in micro_batch_sizes for s in runnable
+                   for u in (update_every if s == "local" else [1])]
         records = run_pipeline(configs, timeout=timeout, progress=False)
         if repeats > 1:
             records = median_records(records)
