@@ -75,9 +75,8 @@ def compare(base: PipelineConfig, stages: list[int], micro_batch_sizes: list[int
     keys = ["stages", "micro_batch"]
     ref = df[df.schedule == "1f1b"].set_index(keys)
     for col in ("measured", "simulated"):
-        df[f"{col}_ratio_vs_1f1b"] = [row[f"{col}_samples_per_s"] / ref.loc[(row.stages, row.micro_batch),
-                                                                             f"{col}_samples_per_s"]
-                                      for row in df.itertuples()]
+        reference = df.set_index(keys).index.map(ref[f"{col}_samples_per_s"])
+        df[f"{col}_ratio_vs_1f1b"] = df[f"{col}_samples_per_s"].to_numpy() / reference.to_numpy()
     df["ratio_rel_error"] = df.simulated_ratio_vs_1f1b / df.measured_ratio_vs_1f1b - 1
     return df
 
