@@ -2,7 +2,9 @@
 
 One micro-batch of ``micro_batch`` samples goes through the net block by block, in one process,
 with the threads a stage process would get (``cores // stages`` on CPU, as ``bench pipeline``
-does). For every block ``b``, best of ``reps`` runs after one warm-up run:
+does). Every quantity is timed once per round, a round visits every block, and each keeps its
+best of ``reps`` rounds after one warm-up round (so a burst of load from other programs spoils
+one round of a block rather than all its samples). For every block ``b``:
 
 * ``forward[b]``: its forward;
 * ``backward[b]``: its whole backward (input gradient and weight gradients), given a gradient
@@ -94,16 +96,6 @@ class BlockCosts:
             raise ValueError(f"calibration file {str(path)!r} is not a BlockCosts JSON: {err}") from None
 
 
-def _best(fn, reps: int) -> float:
-    best = float("inf")
-    for r in range(reps + 1):
-        t0 = time.perf_counter()
-        fn()
-        if r:
-            best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -129,15 +121,8 @@ def measure(cfg: PipelineConfig, reps: int = 3, threads: int | None = None) -> B
     threads = threads or cfg.threads or max(1, cores // cfg.stages)
     saved_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
-    out = {k: [] for k in ("forward", "backward", "backward_weight", "optimizer", "head_forward",
-                           "head_backward", "head_optimizer")}
-
-    def timed(fn):
-        def run():
-            fn()
-            _sync(device)
-        return _best(run, reps)
-
+    kinds = ("forward", "backward", "backward_weight", "optimizer", "head_forward", "head_backward", "head_optimizer")
+    probes: list[dict] = []         # per block: kind -> a function returning one timing in seconds
     try:
         h = x
         for b, block in enumerate(net.blocks):
@@ -145,19 +130,30 @@ def measure(cfg: PipelineConfig, reps: int = 3, threads: int | None = None) -> B
             h_plain = h.detach()
             with torch.no_grad():
                 g = torch.randn_like(block(h_plain))
-            out["forward"].append(timed(lambda: block(h_in)))
-            out["backward"].append(_backward_time(block, h_in, g, reps, device))
-            out["backward_weight"].append(_backward_time(block, h_plain, g, reps, device))
-            out["optimizer"].append(_optimizer_time(cfg, list(block.parameters()), timed))
-            with torch.no_grad():
                 h = block(h_plain)
             head = net.head if b == len(net.blocks) - 1 else net.make_head(b).to(device)
             feats = h.detach().requires_grad_(True)
-            out["head_forward"].append(timed(lambda: net.loss(head(feats), y)))
-            out["head_backward"].append(_backward_time(lambda f: net.loss(head(f), y), feats, None, reps, device))
-            out["head_optimizer"].append(_optimizer_time(cfg, list(head.parameters()), timed))
+            probes.append({
+                "forward": _timer(lambda block=block, h_in=h_in: block(h_in), device),
+                "backward": _backward_timer(block, h_in, g, device),
+                "backward_weight": _backward_timer(block, h_plain, g, device),
+                "optimizer": _optimizer_timer(cfg, list(block.parameters()), device),
+                "head_forward": _timer(lambda head=head, feats=feats: net.loss(head(feats), y), device),
+                "head_backward": _backward_timer(lambda f, head=head: net.loss(head(f), y), feats, None, device),
+                "head_optimizer": _optimizer_timer(cfg, list(head.parameters()), device),
+            })
+        # rounds over all blocks (the first a warm-up), best per block: a burst of load from
+        # elsewhere spoils one round of a block, not all of its samples
+        best = [dict.fromkeys(kinds, float("inf")) for _ in probes]
+        for r in range(reps + 1):
+            for per_block, timers in zip(best, probes):
+                for kind in kinds:
+                    t = timers[kind]()
+                    if r:
+                        per_block[kind] = min(per_block[kind], t)
     finally:
         torch.set_num_threads(saved_threads)
+    out = {kind: [per_block[kind] for per_block in best] for kind in kinds}
     B = cfg.micro_batch
     label_bytes = y.numel() * y.element_size()
     hardware = (torch.cuda.get_device_name(device) if device.type == "cuda"
@@ -167,27 +163,34 @@ def measure(cfg: PipelineConfig, reps: int = 3, threads: int | None = None) -> B
                       device=cfg.device, threads=threads, hardware=hardware)
 
 
-def _backward_time(fn, inp, grad, reps: int, device: torch.device) -> float:
-    """Best time of the backward of ``fn(inp)`` alone (the forward reruns, untimed, each time)."""
-    best = float("inf")
-    for r in range(reps + 1):
+def _timer(fn, device: torch.device):
+    def one() -> float:
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        return time.perf_counter() - t0
+    return one
+
+
+def _backward_timer(fn, inp, grad, device: torch.device):
+    """Times the backward of ``fn(inp)`` alone (the forward reruns, untimed, each time)."""
+    def one() -> float:
         o = fn(inp)
         _sync(device)
         t0 = time.perf_counter()
         o.backward(grad)
         _sync(device)
-        if r:
-            best = min(best, time.perf_counter() - t0)
-    return best
+        return time.perf_counter() - t0
+    return one
 
 
-def _optimizer_time(cfg: PipelineConfig, params: list, timed) -> float:
+def _optimizer_timer(cfg: PipelineConfig, params: list, device: torch.device):
     params = [p for p in params if p.requires_grad]
     if not params:
-        return 0.0
+        return lambda: 0.0
     for p in params:
         if p.grad is None:
             p.grad = torch.zeros_like(p)
     opt = make_optimizer(cfg, params)
     opt.step()          # creates the optimizer state, as after the first step of a run
-    return timed(opt.step)
+    return _timer(opt.step, device)
