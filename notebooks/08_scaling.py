@@ -70,7 +70,9 @@ print("per-block costs measured on:", hardware, "|", costs["resnet"].note)
 # backprop keeps the activations of every micro-batch between its forward and its backward pass
 # (GPipe: all of them; 1F1B: up to one per stage downstream); local keeps one micro-batch's.
 # Recomputation keeps only each micro-batch's input, plus one micro-batch's activations while it
-# recomputes. Here the network is split into 4 or 8 stages of about equal numbers of blocks.
+# recomputes. Here the network is split into 4 or 8 stages of about equal numbers of blocks. (PyTorch's
+# pipelining library also keeps one extra micro-batch on the first stage from its first step; that
+# is an implementation detail, left out here.)
 
 # %%
 meta = MetaNet(configs["resnet"])

@@ -19,9 +19,11 @@ from .schedules import stages_per_rank
 
 
 def memory_table(meta: MetaNet, stages: list[int], micro_batch_sizes: list[int], schedules: list[str],
-                 micro_batches: int = 16, optimizer: str = "adam") -> pd.DataFrame:
+                 micro_batches: int = 16, optimizer: str = "adam", first_step_inference: bool = False) -> pd.DataFrame:
     """One row per (stages, micro-batch size, schedule, stage): the memory record of that stage;
-    the net is cut as ``bench pipeline`` cuts it (chunked, as many blocks per piece as can be)."""
+    the net is cut as ``bench pipeline`` cuts it (chunked, as many blocks per piece as can be).
+    ``first_step_inference``: add what torch.distributed.pipelining's first-step metadata
+    inference keeps on stage 0 (off: the schedules' own needs, whatever the implementation)."""
     rows = []
     for S in stages:
         for schedule in schedules:
@@ -31,7 +33,8 @@ def memory_table(meta: MetaNet, stages: list[int], micro_batch_sizes: list[int],
                                  f"run on {S} processors ({S * k} pieces)")
             cut = methods.module_blocks(f"chunked-{S * k}", meta.blocks)
             for B in micro_batch_sizes:
-                for s, rec in enumerate(stage_memory(meta, schedule, S, B, max(micro_batches, S), cut, optimizer)):
+                for s, rec in enumerate(stage_memory(meta, schedule, S, B, max(micro_batches, S), cut, optimizer,
+                                                               first_step_inference=first_step_inference)):
                     rows.append({"stages": S, "micro_batch": B, "schedule": schedule, "stage": s, **rec})
     return pd.DataFrame(rows)
 
