@@ -40,13 +40,15 @@ def calibration(cfg: PipelineConfig, path: str | None = None, reps: int = 3) -> 
 def run(cfg: PipelineConfig, schedules: list[str], micro_batch_sizes: list[int], *,
         block_costs: BlockCosts | None = None, uniform: tuple[float, ...] | None = None,
         link: Link | None = None, balance: str = "blocks", memory: bool = True, keep: bool = False,
-        meta: MetaNet | None = None) -> list[dict]:
+        meta: MetaNet | None = None, skipped: list[str] | None = None) -> list[dict]:
     """Simulate every (micro-batch size, schedule) on ``cfg.stages`` processors.
 
     Costs come from ``block_costs`` (scaled to each micro-batch size) or ``uniform`` = (F, B[, W])
     seconds per micro-batch on every processor. ``memory``: add the meta-device memory of every
     stage (model settings of ``cfg``; not with uniform costs). ``keep``: add the simulation
-    ``Result`` (with its intervals, for Gantt charts) under ``"result"``."""
+    ``Result`` (with its intervals, for Gantt charts) under ``"result"``. ``skipped``: a list to
+    collect the schedules that cannot run these settings (e.g. torch refuses too few
+    micro-batches, or the net has too few blocks for the pieces) instead of raising."""
     if (block_costs is None) == (uniform is None):
         raise ValueError("give exactly one of block_costs (calibrated) or uniform times (F,B[,W])")
     records = []
@@ -56,14 +58,21 @@ def run(cfg: PipelineConfig, schedules: list[str], micro_batch_sizes: list[int],
     for B in micro_batch_sizes:
         bc = block_costs.scaled(B) if block_costs is not None else None
         for schedule in schedules:
-            if bc is not None:
-                cut = pieces(bc, S * stages_per_rank(schedule), balance)
-                costs = schedule_costs(bc, schedule, S, cut=cut)
-            else:
-                cut = None
-                costs = uniform_costs(schedule, S, *uniform)
-            result = simulate(schedule, costs, M, B, link=link, steps=cfg.steps, warmup_steps=cfg.warmup_steps,
-                              update_every=cfg.update_every, max_in_flight=cfg.max_in_flight)
+            try:
+                if bc is not None:
+                    cut = pieces(bc, S * stages_per_rank(schedule), balance)
+                    costs = schedule_costs(bc, schedule, S, cut=cut)
+                else:
+                    cut = None
+                    costs = uniform_costs(schedule, S, *uniform)
+                result = simulate(schedule, costs, M, B, link=link, steps=cfg.steps,
+                                  warmup_steps=cfg.warmup_steps, update_every=cfg.update_every,
+                                  max_in_flight=cfg.max_in_flight)
+            except ValueError as err:
+                if skipped is None:
+                    raise
+                skipped.append(f"{schedule} (stages={S}, micro_batch={B}): {err}")
+                continue
             record = _record(cfg, result, bc)
             if cut is not None and memory:
                 mem = stage_memory(meta, schedule, S, B, M, cut, cfg.optimizer, cfg.max_in_flight)

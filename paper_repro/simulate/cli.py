@@ -106,6 +106,7 @@ def _cmd(args) -> int:
     if args.validate:
         return validate(args, schedules)
     records = []
+    skipped = [] if args.schedule == "all" else None     # "all": leave out what cannot run, say so
     for S in args.stages:
         cfg = api.replace(PipelineConfig(), model=args.model, model_kwargs=args.model_kwargs, image_size=args.image_size,
                           num_classes=args.num_classes, seq_len=args.seq_len, stages=S,
@@ -119,8 +120,11 @@ def _cmd(args) -> int:
             if args.save_calibration:
                 bc.save(args.save_calibration)
         records += api.run(cfg, schedules, args.micro_batch, block_costs=bc, uniform=args.uniform_times, link=link,
-                           balance=args.balance, memory=not args.no_memory, keep=bool(args.gantt))
+                           balance=args.balance, memory=not args.no_memory, keep=bool(args.gantt),
+                           skipped=skipped)
     print(api.format_table(records))
+    for line in skipped or []:
+        print(f"not simulated: {line}")
     if args.gantt:
         from .gantt import plot_gantt     # matplotlib: only when a chart is asked for
 
