@@ -93,7 +93,7 @@ def test_paper_scale_memory_orders_schedules_as_expected():
     worst = {s: max(r["peak_bytes"] for r in recs) for s, recs in peak.items()}
     assert worst["local"] < worst["1f1b-recompute"] < worst["1f1b"] < worst["gpipe"]
     # 1F1B holds S - rank micro-batches: stage 1 holds 3 of its own, stage 2 two
-    one = {s: MetaNet.piece(meta, cut[s], 16, head=s == 3, input_grad=s > 0) for s in (1, 2)}
+    one = {s: meta.piece(cut[s], 16, head=s == 3, input_grad=s > 0) for s in (1, 2)}
     assert peak["1f1b"][1]["saved_for_backward"] == 3 * one[1].saved_in + one[1].shared
     assert peak["1f1b"][2]["saved_for_backward"] == 2 * one[2].saved_in + one[2].shared
 
