@@ -7,6 +7,7 @@ from paper_repro.cli import main
 from paper_repro.distributed.stages import PipelineConfig
 from paper_repro.simulate import api, validate
 from paper_repro.simulate.calibrate import measure
+from paper_repro.simulate.linkcal import measure_link
 
 TINY = dict(model="mlp", model_kwargs={"depth": 4, "width": 16}, image_size=4)
 
@@ -84,3 +85,10 @@ def test_calibration_measures_every_block_and_head():
     for name in ("forward", "backward", "backward_weight", "optimizer", "head_forward", "head_backward"):
         assert len(getattr(bc, name)) == 4 and all(v > 0 for v in getattr(bc, name))
     assert bc.out_bytes == [4 * 16 * 4] * 4        # micro-batch x width x float32 bytes
+
+
+def test_link_is_measured_between_two_processes():
+    link = measure_link(small=4, large=1 << 20, reps=3)
+    assert 0 <= link.latency < 0.1 and link.bandwidth > 1e6
+    with pytest.raises(ValueError, match="small=8, large=4"):
+        measure_link(small=8, large=4)

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import astuple
 from pathlib import Path
 
 from ..distributed.stages import DEVICES, DTYPES, OPTIMIZERS, PipelineConfig
 from . import api
 from .costs import BALANCES
 from .engine import Link
+from .linkcal import measure_link
 from .schedules import SCHEDULES
 from .validate import validate
 
@@ -80,8 +82,9 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
                    help="cut: as many blocks per piece as chunked-K (like bench pipeline) or balanced calibrated time")
     p.add_argument("--uniform-times", type=lambda t: _floats(t, 2, 3, "--uniform-times"), default=None,
                    help="F,B[,W]: seconds per forward / whole backward (/ its weight half) of a micro-batch on every stage")
-    p.add_argument("--link", type=lambda t: _floats(t, 2, 2, "--link"), default=None,
-                   help="LATENCY_S,BYTES_PER_S: each message takes latency + bytes / bandwidth")
+    p.add_argument("--link", type=lambda t: t if t == "auto" else _floats(t, 2, 2, "--link"), default=None,
+                   help="LATENCY_S,BYTES_PER_S: each message takes latency + bytes / bandwidth; "
+                        "auto: measure it between two local processes (gloo ping-pong)")
     p.add_argument("--calibration", default=None, help="read the per-block costs from this JSON instead of measuring")
     p.add_argument("--save-calibration", default=None, help="write the measured per-block costs here")
     p.add_argument("--calibrate-micro-batch", type=int, default=None,
@@ -99,6 +102,10 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
 
 def _cmd(args) -> int:
     schedules = api.parse_schedules(args.schedule)
+    if args.link == "auto":
+        args.link = astuple(measure_link())
+        print(f"link measured between two local processes: latency {args.link[0] * 1e6:.1f} us, "
+              f"bandwidth {args.link[1] / 1e9:.2f} GB/s")
     link = Link(*args.link) if args.link else None
     for path, option in ((args.json, "--json"), (args.gantt, "--gantt"), (args.save_calibration, "--save-calibration")):
         if path:

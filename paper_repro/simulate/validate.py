@@ -118,7 +118,10 @@ def validate(args, schedules: list[str]) -> int:
     t0 = time.time()
     df = compare(base, args.stages, args.micro_batch, schedules, repeats=args.repeats, reps=args.reps,
                  link=Link(*args.link) if args.link else None)
-    note = (f"Measured on {before} at the start and {machine_note().split(', ', 2)[-1]} at the end "
+    link = (f"link {args.link[0] * 1e6:.1f} us + bytes / {args.link[1] / 1e9:.2f} GB/s" if args.link
+            else "communication free (no link model)")
+    note = (f"Simulated with {link}. Measured on {before} at the start and "
+            f"{machine_note().split(', ', 2)[-1]} at the end "
             f"({time.time() - t0:.0f} s); {args.repeats} real run(s) per row (median), "
             f"{args.steps} timed steps of {args.micro_batches} micro-batches after {args.warmup_steps} warm-up step(s). "
             "A load average near or above the core count means other jobs shared the machine: "
