@@ -43,8 +43,10 @@ def plot_ratios(tables: dict[str, pd.DataFrame], x: str, title: str):
     (``"stages"`` or ``"micro_batches"``), one panel per model."""
     fig, axes = plt.subplots(1, len(tables), figsize=(5.5 * len(tables), 4.2), squeeze=False)
     label = {"stages": "processors (pipeline stages)", "micro_batches": "micro-batches per step"}[x]
+    order = list(dict.fromkeys(b for df in tables.values() for b in df.baseline))   # same colours in every panel
     for ax, (model, df) in zip(axes[0], tables.items()):
-        sns.lineplot(df, x=x, y="ratio", hue="baseline", style="baseline", markers=True, dashes=False, ax=ax)
+        sns.lineplot(df, x=x, y="ratio", hue="baseline", style="baseline", hue_order=order, style_order=order,
+                     markers=True, dashes=False, ax=ax)
         ax.axhline(1.0, color="grey", lw=0.8)
         _log2_axis(ax, df[x])
         ax.set_xlabel(label)
