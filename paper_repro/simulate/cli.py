@@ -22,6 +22,7 @@ from ..distributed.stages import DEVICES, DTYPES, OPTIMIZERS, PipelineConfig
 from . import api
 from .costs import BALANCES
 from .engine import Link
+from .gantt import plot_gantt
 from .linkcal import measure_link
 from .schedules import SCHEDULES
 from .validate import validate
@@ -133,8 +134,6 @@ def _cmd(args) -> int:
     for line in skipped or []:
         print(f"not simulated: {line}")
     if args.gantt:
-        from .gantt import plot_gantt     # matplotlib: only when a chart is asked for
-
         fig = plot_gantt([r.pop("result") for r in records], title=f"{args.model}: one simulated step")
         fig.savefig(args.gantt, dpi=120, bbox_inches="tight")
         print(f"Gantt chart written to {args.gantt}")

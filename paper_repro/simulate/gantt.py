@@ -1,8 +1,8 @@
-"""Gantt chart of simulated steps: one row per processor, one bar per action."""
-from __future__ import annotations
+"""Gantt chart of simulated steps: one row per processor, one bar per action.
 
-import matplotlib.pyplot as plt
-from matplotlib.patches import Patch
+matplotlib is imported when a chart is drawn, so that the command line (which imports this
+module) does not load it for runs that draw nothing."""
+from __future__ import annotations
 
 from .engine import Result
 
@@ -16,6 +16,8 @@ def plot_gantt(results: list[Result], title: str = "", step: int | None = 0, ax_
     when there is room). ``step``: draw only that simulated step (None: all of them)."""
     if not results:
         raise ValueError("plot_gantt needs at least one simulation result")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
     fig, axes = plt.subplots(len(results), 1, figsize=(ax_width, 1.0 + 0.45 * sum(r.stages for r in results) + 0.5 * len(results)),
                              squeeze=False, sharex=True)
     used = set()
