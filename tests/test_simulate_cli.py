@@ -1,5 +1,6 @@
 """``paper-repro simulate``: records, JSON, Gantt chart, errors, and the validation against real runs."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -9,6 +10,7 @@ from paper_repro.simulate import api, validate
 from paper_repro.simulate.calibrate import measure
 from paper_repro.simulate.linkcal import measure_link
 
+ROOT = Path(__file__).resolve().parents[1]
 TINY = dict(model="mlp", model_kwargs={"depth": 4, "width": 16}, image_size=4)
 
 
@@ -92,3 +94,14 @@ def test_link_is_measured_between_two_processes():
     assert 0 <= link.latency < 0.1 and link.bandwidth > 1e6
     with pytest.raises(ValueError, match="small=8, large=4"):
         measure_link(small=8, large=4)
+
+
+def test_validation_against_stored_runs_uses_their_cuts_and_settings():
+    records = [r for r in json.loads(open(ROOT / "results/pipeline/resnet18w16_chunked2_cpu2.json").read())
+               if r["micro_batch"] == 8]
+    df = validate.against(records, reps=1)
+    assert sorted(df.schedule) == sorted(["local", "local-per-step", "gpipe", "1f1b", "1f1b-recompute"])
+    assert df.measured_samples_per_s.tolist() == [r["samples_per_s"] for r in records if r["schedule"] != "ddp"]
+    assert df.saved_bytes_max_rel_error.max() == 0.0
+    with pytest.raises(ValueError, match="no 1f1b run"):
+        validate.against([r for r in records if r["schedule"] != "1f1b"], reps=1)

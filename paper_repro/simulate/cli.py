@@ -97,6 +97,8 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--validate", default=None, metavar="PATH",
                    help="also run the real pipelines (bench pipeline) and write measured vs simulated here (.md + .csv)")
     p.add_argument("--repeats", type=int, default=1, help="--validate: real runs per configuration (medians)")
+    p.add_argument("--validate-against", default=None, metavar="JSON",
+                   help="--validate: take the real runs from this bench pipeline JSON instead of running them")
     p.set_defaults(func=_cmd)
     return p
 
@@ -111,6 +113,8 @@ def _cmd(args) -> int:
     for path, option in ((args.json, "--json"), (args.gantt, "--gantt"), (args.save_calibration, "--save-calibration")):
         if path:
             _check_writable(path, option)
+    if args.validate_against and not args.validate:
+        raise ValueError("--validate-against needs --validate PATH (where the table goes)")
     if args.validate:
         return validate(args, schedules)
     records = []

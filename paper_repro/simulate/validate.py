@@ -11,6 +11,7 @@ vs the runs' saved-tensor meters).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import platform
 import time
@@ -43,34 +44,55 @@ def compare(base: PipelineConfig, stages: list[int], micro_batch_sizes: list[int
         if "local" not in runnable:
             runnable.insert(0, "local")
         update_every = sorted({base.update_every, M}) if "local" in schedules else [M]
-    rows = []
+    records = []
     for S in stages:
         # every (repeat, size, schedule) interleaved, so that a change of load touches all alike
         configs = [dataclasses.replace(base, stages=S, schedule=s, micro_batch=B, update_every=u).validate()
                    for _ in range(repeats) for B in micro_batch_sizes for s in runnable
                    for u in (update_every if s == "local" else [1])]
-        records = run_pipeline(configs, timeout=timeout, progress=False)
-        if repeats > 1:
-            records = median_records(records)
-        meta = MetaNet(dataclasses.replace(base, stages=S))
-        calibrations = {B: measure(dataclasses.replace(base, stages=S, micro_batch=B), reps=reps)
-                        for B in micro_batch_sizes}
-        for r in records:
-            B, schedule, every = r["micro_batch"], r["schedule"], r.get("update_every") or 1
-            if schedule == "local" and every == M and M > 1:
-                schedule = "local-per-step"
-            cut = r["split"]["blocks"]
-            costs = schedule_costs(calibrations[B], schedule, S, cut=cut)
-            sim = simulate(schedule, costs, base.micro_batches, B, link=link, steps=base.steps,
-                           warmup_steps=base.warmup_steps, update_every=every,
-                           max_in_flight=base.max_in_flight)
-            mem = stage_memory(meta, schedule, S, B, base.micro_batches, cut, base.optimizer, base.max_in_flight)
-            measured = [m["saved_for_backward"] for m in r["memory_per_stage"]]
-            mem_err = max(abs(m["saved_for_backward"] / x - 1) for m, x in zip(mem, measured) if x)
-            rows.append({"model": base.model, "stages": S, "micro_batch": B, "schedule": schedule,
-                         "measured_samples_per_s": r["samples_per_s"], "simulated_samples_per_s": sim.samples_per_s,
-                         "measured_runs": r.get("samples_per_s_runs", [r["samples_per_s"]]),
-                         "saved_bytes_max_rel_error": mem_err})
+        runs = run_pipeline(configs, timeout=timeout, progress=False)
+        records += median_records(runs) if repeats > 1 else runs
+    return against(records, reps=reps, link=link)
+
+
+def against(records: list[dict], reps: int = 3, link: Link | None = None) -> pd.DataFrame:
+    """Simulate the runs of ``bench pipeline`` records (measured earlier, e.g. a committed JSON)
+    with costs calibrated now, on the same cuts: the table :func:`compare` returns."""
+    # the simulated local schedule holds one local module per stage (chunked-S, the paper's setting)
+    skipped = [f"{r['schedule']} {r.get('method')} micro-batch {r['micro_batch']}" for r in records
+               if r["schedule"] == "local" and r.get("method", f"chunked-{r['stages']}") != f"chunked-{r['stages']}"]
+    records = [r for r in records if r["schedule"] in REAL_SCHEDULES and not r.get("comm_only")
+               and not (r["schedule"] == "local" and r.get("method", f"chunked-{r['stages']}") != f"chunked-{r['stages']}")]
+    if not any(r["schedule"] == "1f1b" for r in records):
+        raise ValueError("the records hold no 1f1b run, the reference of every ratio")
+    rows = []
+    metas, calibrations = {}, {}
+    for r in records:
+        S, B, M, schedule, every = (r["stages"], r["micro_batch"], r["micro_batches"], r["schedule"],
+                                    r.get("update_every") or 1)
+        base = PipelineConfig(model=r["model"], model_kwargs=r["model_kwargs"], image_size=r.get("image_size", 32),
+                              stages=S, micro_batch=B, micro_batches=M, steps=r.get("steps", 3),
+                              warmup_steps=r.get("warmup_steps", 1), optimizer=r.get("optimizer", "adam"),
+                              dtype=r.get("dtype", "float32"), num_classes=r.get("num_classes", 10),
+                              seq_len=r.get("seq_len", 64), threads=r.get("threads_per_process"))
+        if schedule == "local" and every == M and M > 1:
+            schedule = "local-per-step"
+        key = (r["model"], str(r["model_kwargs"]), base.image_size, S)
+        if key not in metas:
+            metas[key] = MetaNet(base)
+        if key + (B,) not in calibrations:
+            calibrations[key + (B,)] = measure(base, reps=reps)
+        cut = r["split"]["blocks"]
+        costs = schedule_costs(calibrations[key + (B,)], schedule, S, cut=cut)
+        sim = simulate(schedule, costs, M, B, link=link, steps=base.steps, warmup_steps=base.warmup_steps,
+                       update_every=every, max_in_flight=r.get("max_in_flight", base.max_in_flight))
+        mem = stage_memory(metas[key], schedule, S, B, M, cut, base.optimizer, base.max_in_flight)
+        measured = [m["saved_for_backward"] for m in r["memory_per_stage"]]
+        mem_err = max(abs(m["saved_for_backward"] / x - 1) for m, x in zip(mem, measured) if x)
+        rows.append({"model": r["model"], "stages": S, "micro_batch": B, "schedule": schedule,
+                     "measured_samples_per_s": r["samples_per_s"], "simulated_samples_per_s": sim.samples_per_s,
+                     "measured_runs": r.get("samples_per_s_runs", [r["samples_per_s"]]),
+                     "saved_bytes_max_rel_error": mem_err})
     df = pd.DataFrame(rows)
     keys = ["stages", "micro_batch"]
     ref = df[df.schedule == "1f1b"].set_index(keys)
@@ -78,6 +100,7 @@ def compare(base: PipelineConfig, stages: list[int], micro_batch_sizes: list[int
         reference = df.set_index(keys).index.map(ref[f"{col}_samples_per_s"])
         df[f"{col}_ratio_vs_1f1b"] = df[f"{col}_samples_per_s"].to_numpy() / reference.to_numpy()
     df["ratio_rel_error"] = df.simulated_ratio_vs_1f1b / df.measured_ratio_vs_1f1b - 1
+    df.attrs["skipped"] = skipped
     return df
 
 
@@ -116,18 +139,34 @@ def validate(args, schedules: list[str]) -> int:
                           device=args.device, threads=args.threads).validate()
     before = machine_note()
     t0 = time.time()
-    df = compare(base, args.stages, args.micro_batch, schedules, repeats=args.repeats, reps=args.reps,
-                 link=Link(*args.link) if args.link else None)
-    link = (f"link {args.link[0] * 1e6:.1f} us + bytes / {args.link[1] / 1e9:.2f} GB/s" if args.link
-            else "communication free (no link model)")
-    note = (f"Simulated with {link}. Measured on {before} at the start and "
-            f"{machine_note().split(', ', 2)[-1]} at the end "
-            f"({time.time() - t0:.0f} s); {args.repeats} real run(s) per row (median), "
-            f"{args.steps} timed steps of {args.micro_batches} micro-batches after {args.warmup_steps} warm-up step(s). "
-            "A load average near or above the core count means other jobs shared the machine: "
-            "measured throughputs then vary from run to run.")
+    link = Link(*args.link) if args.link else None
+    link_s = (f"link {args.link[0] * 1e6:.1f} us + bytes / {args.link[1] / 1e9:.2f} GB/s" if args.link
+              else "communication free (no link model)")
+    if args.validate_against:
+        path = Path(args.validate_against)
+        try:
+            records = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as err:
+            raise ValueError(f"--validate-against {str(path)!r}: not a readable bench pipeline JSON ({err})") from None
+        df = against(records, reps=args.reps, link=link)
+        hw = sorted({str(r.get("hardware")) for r in records})
+        note = (f"Real runs: the records of {path.name} (hardware {', '.join(hw)}; "
+                f"{records[0].get('repeats', 1)} run(s) per row, median). Simulated with {link_s}, calibrated "
+                f"now on {before} ({time.time() - t0:.0f} s). A load average near or above the core count "
+                "means other jobs shared the machine while calibrating.")
+    else:
+        df = compare(base, args.stages, args.micro_batch, schedules, repeats=args.repeats, reps=args.reps,
+                     link=link)
+        note = (f"Simulated with {link_s}. Measured on {before} at the start and "
+                f"{machine_note().split(', ', 2)[-1]} at the end "
+                f"({time.time() - t0:.0f} s); {args.repeats} real run(s) per row (median), "
+                f"{args.steps} timed steps of {args.micro_batches} micro-batches after {args.warmup_steps} "
+                "warm-up step(s). A load average near or above the core count means other jobs shared the "
+                "machine: measured throughputs then vary from run to run.")
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(df.drop(columns=["measured_runs"]).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    for line in df.attrs.get("skipped", []):
+        print(f"not simulated (local with several modules per stage): {line}")
     md, csv = write(df, args.validate, note)
     print(f"written to {md} and {csv}")
     return 0
