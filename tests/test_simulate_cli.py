@@ -1,17 +1,42 @@
 """``paper-repro simulate``: records, JSON, Gantt chart, errors, and the validation against real runs."""
+import argparse
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
+from paper_repro import cli, cliargs, distributed
 from paper_repro.cli import main
 from paper_repro.distributed import PipelineConfig
-from paper_repro.simulate import api, validate
+from paper_repro.simulate import api, costs, schedules, validate
 from paper_repro.simulate.calibrate import measure
 from paper_repro.simulate.linkcal import measure_link
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = dict(model="mlp", model_kwargs={"depth": 4, "width": 16}, image_size=4)
+
+
+def test_the_parser_choices_and_defaults_are_the_package_names():
+    """cli.py repeats them so that ``--help`` needs no torch."""
+    assert cli.SIMULATED_SCHEDULES == schedules.SCHEDULES
+    assert cli.SIMULATED_CUTS == costs.BALANCES
+    assert cli.DTYPES == tuple(sorted(distributed.DTYPES)) and cli.DEVICES == distributed.DEVICES
+    defaults = dataclasses.asdict(PipelineConfig())
+    assert cli.PIPELINE_DEFAULTS == {k: defaults[k] for k in cli.PIPELINE_DEFAULTS}
+
+
+def test_float_list_takes_counts_of_non_negative_numbers_or_a_keyword():
+    two_or_three = cliargs.float_list(2, 3)
+    assert two_or_three("1,2.5") == (1.0, 2.5) and two_or_three("0,1,2") == (0.0, 1.0, 2.0)
+    for bad in ("1", "1,2,3,4", "1,-2", "1,x", "", "nan,1"):
+        with pytest.raises(argparse.ArgumentTypeError, match=f"expected 2 to 3 comma-separated non-negative numbers, "
+                                                             f"got {bad!r}"):
+            two_or_three(bad)
+    link = cliargs.float_list(2, 2, keywords=("auto",))
+    assert link("auto") == "auto" and link("1e-5,4e9") == (1e-5, 4e9)
+    with pytest.raises(argparse.ArgumentTypeError, match="expected 2 comma-separated non-negative numbers or auto"):
+        link("fast")
 
 
 def test_uniform_times_print_a_table_and_write_json_and_gantt(tmp_path, capsys):
