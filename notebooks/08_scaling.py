@@ -32,7 +32,7 @@
 # weight-gradient halves and gives each processor two pieces of the network).
 
 # %% tags=["parameters"]
-profile = "quick"                       # quick | full
+profile = "quick"                       # quick | cpu | full
 figures_dir = "../figures"
 calibration_dir = "../results/simulate"   # quick profile: cached per-block timings of this machine
 
@@ -43,8 +43,9 @@ from IPython.display import display
 
 from paper_repro import plots
 from paper_repro.distributed import PipelineConfig
-from paper_repro.notebooks import check_parameters
-from paper_repro.simulate import figures, gantt, scaling
+from paper_repro.notebooks import check_parameters, notebook_path
+from paper_repro.settings import scaling_settings
+from paper_repro.simulate import scaling
 from paper_repro.simulate.calibrate import BlockCosts, measure
 from paper_repro.simulate.costs import schedule_costs
 from paper_repro.simulate.engine import simulate
@@ -52,7 +53,8 @@ from paper_repro.simulate.memory import MetaNet
 
 check_parameters(dict(profile=profile, figures_dir=figures_dir, calibration_dir=calibration_dir),
                  dict(profile=str, figures_dir=str, calibration_dir=str))
-settings = scaling.profile_settings(profile)
+figures_dir, calibration_dir = notebook_path(figures_dir), notebook_path(calibration_dir)
+settings = scaling_settings(profile)
 configs = {name: PipelineConfig(**settings[name], micro_batch=settings["micro_batch"], device=settings["device"])
            for name in ("resnet", "transformer")}
 if settings["calibrations"]:
@@ -82,8 +84,8 @@ worst = memory.groupby(["stages", "micro_batch", "schedule"]).peak_bytes.max().u
 display(worst.round(2))
 
 # %%
-fig = figures.plot_memory(memory, f"{names['resnet']}: peak memory per processor (meta-device count, "
-                                  f"{settings['paper_micro_batches']} micro-batches per step, Adam)")
+fig = plots.simulate.plot_memory(memory, f"{names['resnet']}: peak memory per processor (meta-device count, "
+                                         f"{settings['paper_micro_batches']} micro-batches per step, Adam)")
 plots.save_figure(fig, f"08_memory_{profile}", figures_dir);
 
 # %% [markdown]
@@ -100,9 +102,10 @@ by_stages = {names[m]: scaling.ratio_table(costs[m], settings["ratio_stages"][m]
                                            [settings["stage_sweep_micro_batches"]], settings["baselines"],
                                            settings["micro_batch"])
              for m in ("resnet", "transformer")}
-fig = figures.plot_ratios(by_stages, "stages",
-                          f"Simulated, calibrated on this machine's measured per-block costs ({hardware}); "
-                          f"micro-batch {settings['micro_batch']}, {settings['stage_sweep_micro_batches']} per step")
+fig = plots.simulate.plot_ratios(by_stages, "stages",
+                                 f"Simulated, calibrated on this machine's measured per-block costs ({hardware}); "
+                                 f"micro-batch {settings['micro_batch']}, "
+                                 f"{settings['stage_sweep_micro_batches']} per step")
 plots.save_figure(fig, f"08_ratio_vs_stages_{profile}", figures_dir);
 
 # %% [markdown]
@@ -114,10 +117,10 @@ plots.save_figure(fig, f"08_ratio_vs_stages_{profile}", figures_dir);
 by_m = {names[m]: scaling.ratio_table(costs[m], [settings["micro_batch_sweep_stages"][m]],
                                       settings["micro_batches"], settings["baselines"], settings["micro_batch"])
         for m in ("resnet", "transformer")}
-fig = figures.plot_ratios(by_m, "micro_batches",
-                          f"Simulated, calibrated on this machine's measured per-block costs ({hardware}); "
-                          f"ResNet-34 on {settings['micro_batch_sweep_stages']['resnet']} processors, "
-                          f"Transformer on {settings['micro_batch_sweep_stages']['transformer']}")
+fig = plots.simulate.plot_ratios(by_m, "micro_batches",
+                                 f"Simulated, calibrated on this machine's measured per-block costs ({hardware}); "
+                                 f"ResNet-34 on {settings['micro_batch_sweep_stages']['resnet']} processors, "
+                                 f"Transformer on {settings['micro_batch_sweep_stages']['transformer']}")
 plots.save_figure(fig, f"08_ratio_vs_micro_batches_{profile}", figures_dir);
 
 # %% [markdown]
@@ -130,9 +133,9 @@ plots.save_figure(fig, f"08_ratio_vs_micro_batches_{profile}", figures_dir);
 paper = scaling.ratio_table(costs["resnet"], [settings["paper_stages"]], [settings["paper_micro_batches"]],
                             settings["baselines"], settings["paper_micro_batch"], balance="blocks")
 display(paper.round(3))
-fig = figures.plot_paper_setting(dict(zip(paper.baseline, paper.ratio)), settings["paper_ratio"],
-                                 f"{names['resnet']}, 4 processors: simulated local / baseline samples/s\n"
-                                 f"(calibrated on {hardware})")
+fig = plots.simulate.plot_paper_setting(dict(zip(paper.baseline, paper.ratio)), settings["paper_ratio"],
+                                        f"{names['resnet']}, 4 processors: simulated local / baseline samples/s\n"
+                                        f"(calibrated on {hardware})")
 plots.save_figure(fig, f"08_paper_setting_{profile}", figures_dir);
 
 # %% [markdown]
@@ -147,6 +150,6 @@ bc = costs["resnet"].scaled(settings["paper_micro_batch"])
 runs = [simulate(s, schedule_costs(bc, s, 4, balance="time"), settings["gantt_micro_batches"],
                  settings["paper_micro_batch"])
         for s in settings["gantt_schedules"]]
-fig = gantt.plot_gantt(runs, title=f"{names['resnet']}, 4 processors, one step of "
-                                   f"{settings['gantt_micro_batches']} micro-batches (simulated, {hardware})")
+fig = plots.simulate.plot_gantt(runs, title=f"{names['resnet']}, 4 processors, one step of "
+                                          f"{settings['gantt_micro_batches']} micro-batches (simulated, {hardware})")
 plots.save_figure(fig, f"08_gantt_{profile}", figures_dir);

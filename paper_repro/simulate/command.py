@@ -17,9 +17,9 @@ from dataclasses import astuple
 from pathlib import Path
 
 from ..distributed import PipelineConfig
+from ..plots.simulate import plot_gantt
 from . import api
 from .engine import Link
-from .gantt import plot_gantt
 from .linkcal import measure_link
 from .validate import validate
 

@@ -5,6 +5,8 @@
 * :func:`ratio_table`: simulated samples/s of the local schedule over each pipelined-backprop
   schedule, for every number of processors and of micro-batches per step, from calibrated
   per-block costs.
+
+The notebook's sizes per profile are :func:`paper_repro.settings.scaling_settings`.
 """
 from __future__ import annotations
 
@@ -67,34 +69,3 @@ def ratio_table(bc: BlockCosts, stages: list[int], micro_batches: list[int], bas
                                  "local_samples_per_s": speed[local], "baseline_samples_per_s": speed[schedule],
                                  "ratio": speed[local] / speed[schedule]})
     return pd.DataFrame(rows)
-
-
-PROFILES = ("quick", "full")
-
-
-def profile_settings(profile: str) -> dict:
-    """Settings of the scaling notebook. ``quick``: this machine's cached calibrations (CPU, one
-    thread per processor), a few sizes; ``full``: calibrate on the device at hand, more sizes."""
-    if profile not in PROFILES:
-        raise ValueError(f"unknown profile {profile!r}; valid: {', '.join(PROFILES)}")
-    common = dict(
-        resnet=dict(model="resnet34", image_size=224, num_classes=1000),
-        transformer=dict(model="transformer", num_classes=256, seq_len=128,
-                         model_kwargs={"d_model": 256, "n_layers": 64, "n_heads": 4, "seq_len": 128}),
-        memory_stages=[4, 8], memory_micro_batches=[1, 2, 4, 8, 16, 32, 64],
-        memory_schedules=["local", "1f1b", "1f1b-recompute", "gpipe"],
-        baselines=["gpipe", "1f1b", "1f1b-recompute", "zbv"],
-        paper_ratio=1.40, paper_stages=4, paper_micro_batch=8, paper_micro_batches=16,
-        gantt_schedules=["local", "1f1b", "zbv"], gantt_micro_batches=8,
-    )
-    if profile == "quick":
-        return {**common, "calibrations": {"resnet": "calibration_resnet34_224_cpu1.json",
-                                           "transformer": "calibration_transformer64x256_cpu1.json"},
-                "device": "cpu", "micro_batch": 8,
-                "ratio_stages": {"resnet": [2, 4, 8, 16], "transformer": [2, 4, 8, 16, 32, 64]},
-                "stage_sweep_micro_batches": 64, "micro_batches": [4, 8, 16, 32, 64],
-                "micro_batch_sweep_stages": {"resnet": 4, "transformer": 8}}
-    return {**common, "calibrations": None, "device": "cuda", "micro_batch": 8,
-            "ratio_stages": {"resnet": [2, 4, 8, 16], "transformer": [2, 4, 8, 16, 32, 64]},
-            "stage_sweep_micro_batches": 128, "micro_batches": [4, 8, 16, 32, 64, 128, 256],
-            "micro_batch_sweep_stages": {"resnet": 4, "transformer": 8}}
