@@ -59,7 +59,7 @@ def plot_filter_weights(weights: dict[str, torch.Tensor], title: str, init: torc
     and a second row shows each net's change since initialisation, ``W - W_init``."""
     panels = ({"initialisation": init} if init is not None else {}) | dict(weights)
     rows = 2 if init is not None else 1
-    fig, axes = plt.subplots(rows, len(panels), figsize=(2.9 * len(panels), 3.3 * rows + 0.3), squeeze=False)
+    fig, axes = plt.subplots(rows, len(panels), figsize=(2.9 * len(panels), 3.6 * rows + 0.3), squeeze=False)
     for j, (name, w) in enumerate(panels.items()):
         w = w.detach().float().cpu()
         shown = [(w, f"{name}\nlow-freq {mean_low_frequency_fraction(w, cutoff):.2f}")]
