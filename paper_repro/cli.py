@@ -5,12 +5,14 @@ commands (each has its own --help):
   sweep      run a resumable grid of training runs (a built-in compute-efficiency study, or a grid.json)
   bench      overhead: the learner against a plain PyTorch loop; pipeline: the multi-process pipeline
   notebooks  run the figure notebooks with Papermill
+  simulate   simulate pipeline schedules at any scale: throughput, bubbles, memory per processor
 
 examples:
   paper-repro train --model mlp --method chunked-2 --steps 500 --out records.csv
   paper-repro sweep mlp --profile quick --workers 2
   paper-repro bench pipeline --model resnet18 --stages 2 --schedule local,1f1b
   paper-repro notebooks run --profile quick --only 00
+  paper-repro simulate --stages 4 --micro-batches 8 --schedule 1f1b,gpipe --uniform-times 1,2
 
 Bad input prints one line "error: ..." and exits with status 2. Ctrl-C (exit status 130) and
 SIGTERM (143) save the work that is finished (a sweep's points, train's records with --out)
@@ -29,7 +31,7 @@ import sys
 from pathlib import Path
 
 from . import signals
-from .cliargs import json_dict, positive_float, positive_int
+from .cliargs import float_list, int_list, json_dict, positive_float, positive_int
 
 MODELS = ("mlp", "transformer", "resnet18", "resnet34", "resnet50")       # paper_repro.models.MODELS
 DATASETS = ("digits", "cifar10", "imagenet", "text")                      # paper_repro.data.DATASETS
@@ -37,6 +39,16 @@ OPTIMIZERS = ("adam", "sgd")                                              # pape
 PROFILES = ("quick", "cpu", "full")                                       # paper_repro.settings.PROFILES
 COMPUTE_STUDIES = ("mlp", "transformer", "resnet", "resnet-imagenet")     # paper_repro.settings.COMPUTE_STUDIES
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"      # paper_repro.notebooks.NOTEBOOKS_DIR
+SIMULATED_SCHEDULES = ("local", "local-per-step", "gpipe", "gpipe-recompute", "1f1b", "1f1b-recompute",
+                       "interleaved-1f1b", "interleaved-1f1b-recompute", "zb-interleaved", "zbv",
+                       "dualpipev")                                       # paper_repro.simulate.schedules.SCHEDULES
+SIMULATED_CUTS = ("blocks", "time")                                       # paper_repro.simulate.costs.BALANCES
+DTYPES = ("bfloat16", "float16", "float32", "float64")                    # sorted(paper_repro.distributed.DTYPES)
+DEVICES = ("cpu", "cuda")                                                 # paper_repro.distributed.DEVICES
+# the defaults of paper_repro.distributed.PipelineConfig that `simulate` shows
+PIPELINE_DEFAULTS = dict(model="mlp", image_size=32, num_classes=10, seq_len=64, stages=2, micro_batch=8,
+                         micro_batches=16, steps=3, warmup_steps=1, update_every=1, max_in_flight=2,
+                         optimizer="adam", dtype="float32", device="cpu")
 
 # command -> "module:function" run with the parsed arguments
 HANDLERS = {
@@ -45,6 +57,7 @@ HANDLERS = {
     "bench overhead": "paper_repro.commands:run_overhead",
     "bench pipeline": "paper_repro.commands:run_pipeline_command",
     "notebooks run": "paper_repro.commands:run_notebooks_command",
+    "simulate": "paper_repro.simulate.command:run_simulate_command",
 }
 
 # help for the pipeline options that paper_repro.distributed.options defines without one
@@ -195,6 +208,68 @@ def add_notebooks(subparsers) -> None:
     run.set_defaults(func=Handler(HANDLERS["notebooks run"]))
 
 
+# ------------------------------------------------------------------------------- simulate
+def add_simulate(subparsers) -> None:
+    p = _parser(subparsers, "simulate", "simulate pipeline schedules: throughput, bubbles, memory",
+                "Simulate pipeline schedules at any number of processors and micro-batch size: samples/s, "
+                "bubble fraction, busy time and peak memory per processor (see docs/simulate.md). Costs are "
+                "calibrated per block on this machine (--save-calibration keeps them, --calibration reuses "
+                "them) or uniform (--uniform-times); memory is counted exactly on the meta device. "
+                "--validate also runs the real pipelines (bench pipeline) and writes both side by side.")
+    d = PIPELINE_DEFAULTS
+    p.add_argument("--schedule", default="all",
+                   help=f"{' | '.join(SIMULATED_SCHEDULES)}; a comma list, or all (all leaves out, and names, "
+                        "those that cannot run the settings)")
+    p.add_argument("--model", default=d["model"], help=f"{' | '.join(MODELS)} (as in bench pipeline)")
+    p.add_argument("--model-kwargs", type=json_dict, default={},
+                   help='the model\'s keyword arguments as JSON, e.g. \'{"width": 16}\'')
+    p.add_argument("--image-size", type=positive_int, default=d["image_size"], help="synthetic image side (pixels)")
+    p.add_argument("--num-classes", type=positive_int, default=d["num_classes"],
+                   help="classes (the vocabulary size for the Transformer)")
+    p.add_argument("--seq-len", type=positive_int, default=d["seq_len"], help="tokens per Transformer window")
+    p.add_argument("--stages", type=int_list, default=[d["stages"]], help="processors; a comma list runs each")
+    p.add_argument("--micro-batch", type=int_list, default=[d["micro_batch"]],
+                   help="samples per micro-batch; a comma list runs each")
+    p.add_argument("--micro-batches", type=positive_int, default=d["micro_batches"], help="micro-batches per step")
+    p.add_argument("--steps", type=positive_int, default=d["steps"], help="simulated timed steps")
+    p.add_argument("--warmup-steps", type=int, default=d["warmup_steps"], help="simulated steps before the timed ones")
+    p.add_argument("--update-every", type=positive_int, default=d["update_every"],
+                   help="local: optimizer step every N micro-batches")
+    p.add_argument("--max-in-flight", type=positive_int, default=d["max_in_flight"],
+                   help="local: unreceived sends per stage")
+    p.add_argument("--optimizer", default=d["optimizer"], choices=OPTIMIZERS, help="optimizer of every stage")
+    p.add_argument("--dtype", default=d["dtype"], choices=DTYPES, help="dtype of the weights and activations")
+    p.add_argument("--device", default=d["device"], choices=DEVICES, help="where to calibrate")
+    p.add_argument("--threads", type=positive_int, default=None,
+                   help="torch threads while calibrating (None: cores / stages)")
+    p.add_argument("--balance", default="blocks", choices=SIMULATED_CUTS,
+                   help="the cut: as many blocks per piece as chunked-K (like bench pipeline), or balanced "
+                        "calibrated time")
+    p.add_argument("--uniform-times", type=float_list(2, 3), default=None, metavar="F,B[,W]",
+                   help="seconds per forward / whole backward (/ its weight half) of a micro-batch on every "
+                        "processor, instead of calibrating (None: calibrate)")
+    p.add_argument("--link", type=float_list(2, 2, keywords=("auto",)), default=None,
+                   metavar="LATENCY_S,BYTES_PER_S",
+                   help="each message takes latency + bytes / bandwidth; auto: measure it between two local "
+                        "processes (gloo ping-pong); None: communication is free")
+    p.add_argument("--calibration", default=None, metavar="JSON",
+                   help="read the per-block costs from this file instead of measuring them")
+    p.add_argument("--save-calibration", default=None, metavar="JSON", help="write the measured per-block costs here")
+    p.add_argument("--calibrate-micro-batch", type=positive_int, default=None,
+                   help="measure at this micro-batch size and scale linearly (None: the first --micro-batch)")
+    p.add_argument("--reps", type=positive_int, default=3, help="calibration: best of this many runs per block")
+    p.add_argument("--no-memory", action="store_true", help="skip the meta-device memory accounting")
+    p.add_argument("--json", default=None, help="write the records here")
+    p.add_argument("--gantt", default=None, metavar="PNG", help="draw one step of every simulated schedule here")
+    p.add_argument("--validate", default=None, metavar="PATH",
+                   help="also run the real pipelines (bench pipeline) and write measured vs simulated here "
+                        "(.md + .csv)")
+    p.add_argument("--repeats", type=positive_int, default=1, help="--validate: real runs per configuration (medians)")
+    p.add_argument("--validate-against", default=None, metavar="JSON",
+                   help="--validate: take the real runs from this bench pipeline JSON instead of running them")
+    p.set_defaults(func=Handler(HANDLERS["simulate"]))
+
+
 # ---------------------------------------------------------------------------------- main
 def _runs_pipeline(argv: list[str]) -> bool:
     words = [a for a in argv if not a.startswith("-")]
@@ -206,11 +281,12 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     torch) are added only when ``argv`` runs ``bench pipeline``; without it, always."""
     parser = argparse.ArgumentParser(prog="paper-repro", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="{train,sweep,bench,notebooks}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="{train,sweep,bench,notebooks,simulate}")
     add_train(subparsers)
     add_sweep(subparsers)
     add_bench(subparsers, pipeline_options=argv is None or _runs_pipeline(argv))
     add_notebooks(subparsers)
+    add_simulate(subparsers)
     return parser
 
 

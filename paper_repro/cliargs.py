@@ -64,3 +64,24 @@ def choice_list(valid, what: str):
         return values
 
     return parse
+
+
+def float_list(n_min: int = 1, n_max: int | None = None, keywords: tuple[str, ...] = ()):
+    """A type for ``n_min`` to ``n_max`` comma-separated non-negative numbers (``"1,2.5"`` ->
+    ``(1.0, 2.5)``), or one of ``keywords`` as given (e.g. ``"auto"``)."""
+    count = f"{n_min}" if n_max == n_min else f"{n_min} to {n_max}" if n_max else f"at least {n_min}"
+
+    def parse(text: str):
+        if text in keywords:
+            return text
+        try:
+            values = tuple(float(v) for v in text.split(","))
+        except ValueError:
+            values = ()
+        if not values or not n_min <= len(values) <= (n_max or len(values)) or any(not v >= 0 for v in values):
+            alternatives = "".join(f" or {k}" for k in keywords)
+            raise argparse.ArgumentTypeError(f"expected {count} comma-separated non-negative numbers{alternatives}, "
+                                             f"got {text!r}")
+        return values
+
+    return parse

@@ -11,6 +11,7 @@ mlp, transformer, resnet, resnet-imagenet   :func:`compute_grid`          a swee
 quickstart                                  :func:`quickstart_config`     a ``TrainConfig``
 gradient, features, random_labels           :func:`similarity_settings`   a dict of run sizes
 pipeline                                    :func:`pipeline_settings`     a dict of run options
+scaling                                     :func:`scaling_settings`      a dict of simulator sizes
 ==========================================  ============================  =====================
 
 :func:`get` dispatches on the study name; :data:`STUDIES` lists every study with its
@@ -239,10 +240,37 @@ _PIPELINE = {
                  repeats=2),
 }
 
+# ----------------------------------------------------------------------- scaling (08)
+# The simulated scaling study (paper_repro.simulate.scaling): ResNet-34 at 224x224 and a
+# 64-layer Transformer LM. quick = the per-block costs cached in results/simulate (measured on
+# a 2-core CPU, one thread per processor), a few sizes, seconds; cpu = the same sizes, the costs
+# measured again on this machine's CPU (minutes); full = measured on the GPU, more sizes.
+_SCALING_COMMON = dict(
+    resnet=dict(model="resnet34", image_size=224, num_classes=1000),
+    transformer=dict(model="transformer", num_classes=256, seq_len=128,
+                     model_kwargs={"d_model": 256, "n_layers": 64, "n_heads": 4, "seq_len": 128}),
+    memory_stages=[4, 8], memory_micro_batches=[1, 2, 4, 8, 16, 32, 64],
+    memory_schedules=["local", "1f1b", "1f1b-recompute", "gpipe"],
+    baselines=["gpipe", "1f1b", "1f1b-recompute", "zbv"],
+    paper_ratio=1.40, paper_stages=4, paper_micro_batch=8, paper_micro_batches=16,
+    gantt_schedules=["local", "1f1b", "zbv"], gantt_micro_batches=8,
+    micro_batch=8, ratio_stages={"resnet": [2, 4, 8, 16], "transformer": [2, 4, 8, 16, 32, 64]},
+    micro_batch_sweep_stages={"resnet": 4, "transformer": 8},
+)
+_SCALING_CPU = dict(device="cpu", stage_sweep_micro_batches=64, micro_batches=[4, 8, 16, 32, 64])
+_SCALING = {
+    "quick": dict(_SCALING_COMMON, **_SCALING_CPU,
+                  calibrations={"resnet": "calibration_resnet34_224_cpu1.json",
+                                "transformer": "calibration_transformer64x256_cpu1.json"}),
+    "cpu": dict(_SCALING_COMMON, **_SCALING_CPU, calibrations=None),
+    "full": dict(_SCALING_COMMON, calibrations=None, device="cuda", stage_sweep_micro_batches=128,
+                 micro_batches=[4, 8, 16, 32, 64, 128, 256]),
+}
+
 # every study -> its profiles
 STUDIES = {**{s: tuple(p for t, p in _GRIDS if t == s) for s in COMPUTE_STUDIES},
            "quickstart": tuple(_QUICKSTART), **{s: tuple(_SIMILARITY[s]) for s in SIMILARITY_STUDIES},
-           "pipeline": tuple(_PIPELINE)}
+           "pipeline": tuple(_PIPELINE), "scaling": tuple(_SCALING)}
 
 
 def _check(study: str, profile: str, known: tuple) -> None:
@@ -289,6 +317,14 @@ def pipeline_settings(profile: str = "quick") -> dict:
     return copy.deepcopy(_PIPELINE[profile])
 
 
+def scaling_settings(profile: str = "quick") -> dict:
+    """The scaling notebook's model settings, sizes and schedules at ``profile``
+    (``calibrations``: cached per-block cost files in the notebook's calibration folder, or
+    None: measure them on ``device``)."""
+    _check("scaling", profile, ("scaling",))
+    return copy.deepcopy(_SCALING[profile])
+
+
 def get(study: str, profile: str = "quick", **kwargs):
     """The settings of any ``study`` of :data:`STUDIES` at ``profile`` (``kwargs`` go to
     :func:`quickstart_config`: ``data_dir``, ``seed``)."""
@@ -300,4 +336,6 @@ def get(study: str, profile: str = "quick", **kwargs):
         return similarity_settings(study, profile)
     if study == "pipeline":
         return pipeline_settings(profile)
+    if study == "scaling":
+        return scaling_settings(profile)
     raise ValueError(f"unknown study {study!r}; valid: {', '.join(STUDIES)}")

@@ -2,6 +2,7 @@
 for every option, choices that agree with the package; output formats chosen by extension;
 a batch larger than the training set refused."""
 import argparse
+import importlib
 import json
 import subprocess
 import sys
@@ -22,13 +23,15 @@ def test_the_parser_choices_are_the_package_names():
 
 
 def test_every_handler_names_a_function_of_commands():
+    """Handlers live in paper_repro.commands; simulate's in the simulator (it imports matplotlib)."""
     for command, target in cli.HANDLERS.items():
         module, function = target.split(":")
-        assert module == "paper_repro.commands" and callable(getattr(commands, function)), command
+        where = {"simulate": "paper_repro.simulate.command"}.get(command, "paper_repro.commands")
+        assert module == where and callable(getattr(importlib.import_module(module), function)), command
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["train", "--help"], ["sweep", "--help"], ["bench", "overhead", "--help"],
-                                  ["notebooks", "run", "--help"]])
+                                  ["notebooks", "run", "--help"], ["simulate", "--help"]])
 def test_help_does_not_import_torch(argv):
     """Checked in a fresh interpreter: help comes from the parser alone."""
     code = ("import sys\nfrom paper_repro import cli\ntry:\n    cli.main(sys.argv[1:])\nexcept SystemExit as e:\n"

@@ -1,14 +1,17 @@
 """The settings registry: every study x profile is there, valid, and bad names are clear errors."""
 import pytest
 
+from pathlib import Path
+
 from paper_repro import settings, sweep
+from paper_repro.distributed import PipelineConfig
 from paper_repro.distributed.options import configs_for
 from paper_repro.train import TrainConfig
 
 
 def test_every_study_and_profile_resolves_to_valid_settings():
     assert set(settings.STUDIES) == {*settings.COMPUTE_STUDIES, "quickstart", *settings.SIMILARITY_STUDIES,
-                                     "pipeline"}
+                                     "pipeline", "scaling"}
     for study, profiles in settings.STUDIES.items():
         assert profiles and set(profiles) <= set(settings.PROFILES)
         for profile in profiles:
@@ -22,6 +25,11 @@ def test_every_study_and_profile_resolves_to_valid_settings():
             elif study == "pipeline":
                 configs = configs_for(value)  # every (micro-batch, schedule) config validates
                 assert {c.micro_batch for c in configs} == set(value["micro_batch"])
+            elif study == "scaling":
+                for model in ("resnet", "transformer"):  # the simulated models are valid pipeline configs
+                    PipelineConfig(**value[model], micro_batch=value["micro_batch"]).validate()
+                for file in (value["calibrations"] or {}).values():  # cached per-block costs are committed
+                    assert (Path(__file__).resolve().parents[1] / "results" / "simulate" / file).is_file()
             else:
                 assert value["methods"] and value["dataset"]
     assert settings.STUDIES["resnet-imagenet"] == ("full",)

@@ -5,13 +5,15 @@
 * :mod:`.efficiency`  loss curves, time-vs-compute Pareto frontiers, speedup over backprop
 * :mod:`.similarity`  gradient cosine per layer, CKA heatmap, filter grids, random labels
 * :mod:`.pipeline`    throughput, peak memory and busy fraction per pipeline stage
+* :mod:`.simulate`    simulated schedules: Gantt charts, memory per processor, throughput ratios
 
 Figure functions take the tables of :mod:`paper_repro.analysis`, :mod:`paper_repro.probes`
-and :mod:`paper_repro.distributed.report` and return a matplotlib ``Figure``.
+and :mod:`paper_repro.distributed.report` (and the simulator's records, results and
+:mod:`paper_repro.simulate.scaling` tables) and return a matplotlib ``Figure``.
 """
-from . import efficiency, pipeline, similarity
+from . import efficiency, pipeline, similarity, simulate
 from .common import clean_log_ticks, save_figure, training_curves
 from .labels import data_label, figure_title, grid_labels, hardware_label, model_label
 
 __all__ = ["clean_log_ticks", "data_label", "efficiency", "figure_title", "grid_labels", "hardware_label",
-           "model_label", "pipeline", "save_figure", "similarity", "training_curves"]
+           "model_label", "pipeline", "save_figure", "similarity", "simulate", "training_curves"]

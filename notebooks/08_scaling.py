@@ -1,0 +1,155 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 08 - Scaling: memory and throughput of pipeline schedules at paper scale
+#
+# The paper's hardware results are for ResNet-34 on ImageNet (224x224 images) pipelined over 4
+# processors: local parallelism trains at about **1.4x** the samples per second of pipelined
+# backprop and never needs more memory, and the gaps grow with the number of processors and the
+# micro-batch size. A small machine cannot run that, so this notebook **computes** and
+# **simulates** it instead:
+#
+# * **Memory** is computed exactly: every stage runs once on PyTorch's *meta* device (shapes
+#   only, no memory, no arithmetic) while the tensors autograd keeps for the backward pass are
+#   counted; the schedule then says how many micro-batches each stage holds at once. The same
+#   counting matches the real multi-process runs of notebook 04 to the byte.
+# * **Time** is simulated: every block of the network is timed once on this machine, and an
+#   event simulation replays each schedule (the backprop schedules' order of work comes from
+#   PyTorch's own `torch.distributed.pipelining`): a piece of work starts when its processor is
+#   free and its inputs have arrived.
+#
+# Schedules: **local** (each stage trains its own module with its own small head, sends
+# activations forward only and updates after every micro-batch); **gpipe** (all forwards, then
+# all backwards); **1f1b** (one forward, one backward, alternating); **1f1b-recompute** (1F1B
+# that stores only each stage's input and recomputes the rest during the backward pass);
+# **zbv** (a zero-bubble schedule that splits each backward into its input-gradient and
+# weight-gradient halves and gives each processor two pieces of the network).
+
+# %% tags=["parameters"]
+profile = "quick"                       # quick | cpu | full
+figures_dir = "../figures"
+calibration_dir = "../results/simulate"   # quick profile: cached per-block timings of this machine
+
+# %%
+from pathlib import Path
+
+from IPython.display import display
+
+from paper_repro import plots
+from paper_repro.distributed import PipelineConfig
+from paper_repro.notebooks import check_parameters, notebook_path
+from paper_repro.settings import scaling_settings
+from paper_repro.simulate import scaling
+from paper_repro.simulate.calibrate import BlockCosts, measure
+from paper_repro.simulate.costs import schedule_costs
+from paper_repro.simulate.engine import simulate
+from paper_repro.simulate.memory import MetaNet
+
+check_parameters(dict(profile=profile, figures_dir=figures_dir, calibration_dir=calibration_dir),
+                 dict(profile=str, figures_dir=str, calibration_dir=str))
+figures_dir, calibration_dir = notebook_path(figures_dir), notebook_path(calibration_dir)
+settings = scaling_settings(profile)
+configs = {name: PipelineConfig(**settings[name], micro_batch=settings["micro_batch"], device=settings["device"])
+           for name in ("resnet", "transformer")}
+if settings["calibrations"]:
+    costs = {name: BlockCosts.load(Path(calibration_dir) / file) for name, file in settings["calibrations"].items()}
+else:
+    costs = {name: measure(cfg) for name, cfg in configs.items()}
+hardware = costs["resnet"].hardware + f", {costs['resnet'].threads} thread(s) per processor"
+names = {"resnet": "ResNet-34, 224x224", "transformer": "Transformer LM, 64 layers, d=256, 128 tokens"}
+print("per-block costs measured on:", hardware, "|", costs["resnet"].note)
+
+# %% [markdown]
+# ## Memory per processor
+# Peak bytes a processor holds: parameters, their gradients, the optimizer's state (Adam: two
+# more copies), the activations kept for the backward pass, and message buffers. Pipelined
+# backprop keeps the activations of every micro-batch between its forward and its backward pass
+# (GPipe: all of them; 1F1B: up to one per stage downstream); local keeps one micro-batch's.
+# Recomputation keeps only each micro-batch's input, plus one micro-batch's activations while it
+# recomputes. Here the network is split into 4 or 8 stages of about equal numbers of blocks. (PyTorch's
+# pipelining library also keeps one extra micro-batch on the first stage from its first step; that
+# is an implementation detail, left out here.)
+
+# %%
+meta = MetaNet(configs["resnet"])
+memory = scaling.memory_table(meta, settings["memory_stages"], settings["memory_micro_batches"],
+                              settings["memory_schedules"])
+worst = memory.groupby(["stages", "micro_batch", "schedule"]).peak_bytes.max().unstack("schedule") / 2**30
+display(worst.round(2))
+
+# %%
+fig = plots.simulate.plot_memory(memory, f"{names['resnet']}: peak memory per processor (meta-device count, "
+                                         f"{settings['paper_micro_batches']} micro-batches per step, Adam)")
+plots.save_figure(fig, f"08_memory_{profile}", figures_dir);
+
+# %% [markdown]
+# ## Throughput vs number of processors
+# Simulated samples/s of local parallelism divided by each pipelined-backprop schedule's, on the
+# same pieces of the network (each cut balances the measured time of its blocks). A ratio above 1
+# means local parallelism trains faster. Pipelined backprop pays a fill-and-drain *bubble* every
+# step that grows with the number of stages; local parallelism has none (no backward messages, no
+# flush) but pays for its small heads and for an optimizer step after every micro-batch. ResNet-34
+# has 17 blocks, so it stops at 16 processors; the 64-layer Transformer goes to 64.
+
+# %%
+by_stages = {names[m]: scaling.ratio_table(costs[m], settings["ratio_stages"][m],
+                                           [settings["stage_sweep_micro_batches"]], settings["baselines"],
+                                           settings["micro_batch"])
+             for m in ("resnet", "transformer")}
+fig = plots.simulate.plot_ratios(by_stages, "stages",
+                                 f"Simulated, calibrated on this machine's measured per-block costs ({hardware}); "
+                                 f"micro-batch {settings['micro_batch']}, "
+                                 f"{settings['stage_sweep_micro_batches']} per step")
+plots.save_figure(fig, f"08_ratio_vs_stages_{profile}", figures_dir);
+
+# %% [markdown]
+# ## Throughput vs micro-batches per step
+# With more micro-batches per step the bubble of pipelined backprop is a smaller share of the
+# step, so the ratio falls towards the cost of the work itself.
+
+# %%
+by_m = {names[m]: scaling.ratio_table(costs[m], [settings["micro_batch_sweep_stages"][m]],
+                                      settings["micro_batches"], settings["baselines"], settings["micro_batch"])
+        for m in ("resnet", "transformer")}
+fig = plots.simulate.plot_ratios(by_m, "micro_batches",
+                                 f"Simulated, calibrated on this machine's measured per-block costs ({hardware}); "
+                                 f"ResNet-34 on {settings['micro_batch_sweep_stages']['resnet']} processors, "
+                                 f"Transformer on {settings['micro_batch_sweep_stages']['transformer']}")
+plots.save_figure(fig, f"08_ratio_vs_micro_batches_{profile}", figures_dir);
+
+# %% [markdown]
+# ## The paper's setting
+# ResNet-34 at 224x224 on 4 processors, micro-batches of 8, 16 per step, cut as `bench pipeline`
+# cuts it (about equal numbers of blocks per stage). The paper does not say which pipelined
+# backprop it compared against, so every one is shown beside its reported ratio.
+
+# %%
+paper = scaling.ratio_table(costs["resnet"], [settings["paper_stages"]], [settings["paper_micro_batches"]],
+                            settings["baselines"], settings["paper_micro_batch"], balance="blocks")
+display(paper.round(3))
+fig = plots.simulate.plot_paper_setting(dict(zip(paper.baseline, paper.ratio)), settings["paper_ratio"],
+                                        f"{names['resnet']}, 4 processors: simulated local / baseline samples/s\n"
+                                        f"(calibrated on {hardware})")
+plots.save_figure(fig, f"08_paper_setting_{profile}", figures_dir);
+
+# %% [markdown]
+# ## One step, processor by processor
+# Each row is a processor, each bar a forward or backward pass of one micro-batch (its number
+# inside). Local parallelism keeps every processor busy after the first micro-batch has passed;
+# 1F1B waits for the pipeline to fill and drain; the zero-bubble schedule fills those gaps with
+# postponed weight-gradient work.
+
+# %%
+bc = costs["resnet"].scaled(settings["paper_micro_batch"])
+runs = [simulate(s, schedule_costs(bc, s, 4, balance="time"), settings["gantt_micro_batches"],
+                 settings["paper_micro_batch"])
+        for s in settings["gantt_schedules"]]
+fig = plots.simulate.plot_gantt(runs, title=f"{names['resnet']}, 4 processors, one step of "
+                                          f"{settings['gantt_micro_batches']} micro-batches (simulated, {hardware})")
+plots.save_figure(fig, f"08_gantt_{profile}", figures_dir);

@@ -1,0 +1,127 @@
+"""One call from settings to simulated records: what ``paper-repro simulate`` and the notebook use.
+
+A record has the keys of ``bench pipeline``'s records that a simulation can fill (``schedule``,
+``stages``, ``micro_batch``, ``micro_batches``, ``samples_per_s``, ``peak_mem_bytes_per_stage``)
+plus ``makespan_s``, ``bubble_fraction``, ``busy_per_stage``, ``memory_per_stage`` and where the
+costs came from (``costs``: ``calibrated`` with the calibration's hardware, or ``uniform``).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..distributed import PipelineConfig
+from .calibrate import BlockCosts, measure
+from .costs import pieces, schedule_costs, uniform_costs
+from .engine import Link, Result, simulate
+from .memory import MetaNet, stage_memory
+from .schedules import SCHEDULES, check_schedule, stages_per_rank
+
+
+def parse_schedules(text: str | list[str]) -> list[str]:
+    """``"all"``, a comma list or a list of schedule names -> validated list."""
+    values = list(SCHEDULES) if text == "all" else (text.split(",") if isinstance(text, str) else list(text))
+    values = [v.strip() for v in values if v.strip()]
+    if not values:
+        raise ValueError(f"no schedule given; valid: {', '.join(SCHEDULES)}, a comma list of them, or all")
+    return [check_schedule(v) for v in values]
+
+
+def calibration(cfg: PipelineConfig, path: str | None = None, reps: int = 3) -> BlockCosts:
+    """Per-block costs of ``cfg``'s model: loaded from ``path`` (checked against ``cfg``) or measured."""
+    if path is None:
+        return measure(cfg, reps=reps)
+    bc = BlockCosts.load(path)
+    if bc.model != cfg.model or bc.model_kwargs != cfg.model_kwargs or bc.image_size != cfg.image_size:
+        raise ValueError(f"calibration {path!r} is for model {bc.model} {bc.model_kwargs} at image size "
+                         f"{bc.image_size}, not {cfg.model} {cfg.model_kwargs} at {cfg.image_size}")
+    return bc
+
+
+def run(cfg: PipelineConfig, schedules: list[str], micro_batch_sizes: list[int], *,
+        block_costs: BlockCosts | None = None, uniform: tuple[float, ...] | None = None,
+        link: Link | None = None, balance: str = "blocks", memory: bool = True, keep: bool = False,
+        meta: MetaNet | None = None, skipped: list[str] | None = None) -> list[dict]:
+    """Simulate every (micro-batch size, schedule) on ``cfg.stages`` processors.
+
+    Costs come from ``block_costs`` (scaled to each micro-batch size) or ``uniform`` = (F, B[, W])
+    seconds per micro-batch on every processor. ``memory``: add the meta-device memory of every
+    stage (model settings of ``cfg``; not with uniform costs). ``keep``: add the simulation
+    ``Result`` (with its intervals, for Gantt charts) under ``"result"``. ``skipped``: a list to
+    collect the schedules that cannot run these settings (e.g. torch refuses too few
+    micro-batches, or the net has too few blocks for the pieces) instead of raising."""
+    if (block_costs is None) == (uniform is None):
+        raise ValueError("give exactly one of block_costs (calibrated) or uniform times (F,B[,W])")
+    records = []
+    S, M = cfg.stages, cfg.micro_batches
+    if memory and uniform is None and meta is None:
+        meta = MetaNet(cfg)
+    for B in micro_batch_sizes:
+        bc = block_costs.scaled(B) if block_costs is not None else None
+        for schedule in schedules:
+            try:
+                if bc is not None:
+                    cut = pieces(bc, S * stages_per_rank(schedule), balance)
+                    costs = schedule_costs(bc, schedule, S, cut=cut)
+                else:
+                    cut = None
+                    costs = uniform_costs(schedule, S, *uniform)
+                result = simulate(schedule, costs, M, B, link=link, steps=cfg.steps,
+                                  warmup_steps=cfg.warmup_steps, update_every=cfg.update_every,
+                                  max_in_flight=cfg.max_in_flight)
+            except ValueError as err:
+                if skipped is None:
+                    raise
+                skipped.append(f"{schedule} (stages={S}, micro_batch={B}): {err}")
+                continue
+            record = _record(cfg, result, bc)
+            if cut is not None and memory:
+                mem = stage_memory(meta, schedule, S, B, M, cut, cfg.optimizer, cfg.max_in_flight)
+                record["memory_per_stage"] = mem
+                record["peak_mem_bytes_per_stage"] = [m["peak_bytes"] for m in mem]
+            if keep:
+                record["result"] = result
+            records.append(record)
+    return records
+
+
+def _record(cfg: PipelineConfig, result: Result, bc: BlockCosts | None) -> dict:
+    record = {**result.to_dict(), "model": cfg.model, "model_kwargs": cfg.model_kwargs,
+              "image_size": cfg.image_size, "steps": cfg.steps, "warmup_steps": cfg.warmup_steps,
+              "peak_mem_bytes_per_stage": None, "memory_per_stage": None}
+    if bc is None:
+        record["costs"] = "uniform"
+    else:
+        record["costs"] = "calibrated"
+        record["calibration"] = {"hardware": bc.hardware, "device": bc.device, "threads": bc.threads,
+                                 "measured_at_micro_batch": bc.micro_batch}
+    return record
+
+
+def format_table(records: list[dict]) -> str:
+    """The records as a text table, one line per run (memory in MiB, worst stage)."""
+    head = f"{'schedule':<27} {'S':>3} {'B':>4} {'M':>4} {'samples/s':>11} {'makespan s':>11} " \
+           f"{'bubble':>7} {'busy per stage':<24} {'peak MiB (max)':>14}"
+    lines = [head, "-" * len(head)]
+    for r in records:
+        busy = " ".join(f"{b:.2f}" for b in r["busy_per_stage"])
+        busy = busy if len(busy) <= 24 else busy[:21] + "..."
+        mem = r.get("peak_mem_bytes_per_stage")
+        mem_s = f"{max(mem) / 2**20:14.1f}" if mem else f"{'-':>14}"
+        lines.append(f"{r['schedule']:<27} {r['stages']:>3} {r['micro_batch']:>4} {r['micro_batches']:>4} "
+                     f"{r['samples_per_s']:11.2f} {r['makespan_s']:11.4f} {r['bubble_fraction']:7.3f} "
+                     f"{busy:<24} {mem_s}")
+    return "\n".join(lines)
+
+
+def ratios(records: list[dict], reference: str = "1f1b") -> list[dict]:
+    """samples/s of every schedule / the ``reference`` schedule's, per (stages, micro-batch size)."""
+    ref = {(r["stages"], r["micro_batch"]): r["samples_per_s"] for r in records if r["schedule"] == reference}
+    return [{"schedule": r["schedule"], "stages": r["stages"], "micro_batch": r["micro_batch"],
+             "ratio": r["samples_per_s"] / ref[(r["stages"], r["micro_batch"])]}
+            for r in records if (r["stages"], r["micro_batch"]) in ref]
+
+
+def replace(cfg: PipelineConfig, **changes) -> PipelineConfig:
+    """``cfg`` with ``changes``, validated (so bad values fail here with their name)."""
+    return dataclasses.replace(cfg, **changes).validate()
+

@@ -1,0 +1,195 @@
+"""Measured costs of every block of a net, on the device at hand: the simulator's calibration.
+
+One micro-batch of ``micro_batch`` samples goes through the net block by block, in one process,
+with the threads a stage process would get (``cores // stages`` on CPU, as ``bench pipeline``
+does). Every quantity is timed once per round, a round visits every block, and each keeps its
+best of ``reps`` rounds after one warm-up round (so a burst of load from other programs spoils
+one round of a block rather than all its samples). For every block ``b``:
+
+* ``forward[b]``: its forward;
+* ``backward[b]``: its whole backward (input gradient and weight gradients), given a gradient
+  of its output;
+* ``backward_weight[b]``: its backward when its input needs no gradient (weight gradients
+  only): what the first block of a stage costs under local learning (its input is detached),
+  and the ``W`` half of a zero-bubble schedule; the ``I`` half is the difference;
+* ``optimizer[b]``: one optimizer step over the block's parameters;
+* ``head_forward[b]``, ``head_backward[b]``, ``head_optimizer[b]``: the head that would sit on
+  block ``b``'s output (an auxiliary head; on the last block the net's own head), loss included;
+* ``out_bytes[b]``: bytes of the block's output for one micro-batch (what crosses a cut after it).
+
+Times at another micro-batch size are scaled linearly (:meth:`BlockCosts.scaled`): a good model
+on CPU, where time is proportional to work; on a GPU, calibrate at the size you simulate.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..build import make_optimizer
+from ..distributed import DTYPES, PipelineConfig, boundary_info, build_learner, data_spec, synthetic_batches
+
+
+@dataclass
+class BlockCosts:
+    """Seconds per micro-batch of ``micro_batch`` samples for every block (see the module docstring)."""
+    model: str
+    model_kwargs: dict
+    image_size: int
+    micro_batch: int
+    forward: list[float]
+    backward: list[float]
+    backward_weight: list[float]
+    optimizer: list[float]
+    head_forward: list[float]
+    head_backward: list[float]
+    head_optimizer: list[float]
+    out_bytes: list[int]
+    label_bytes: int = 0
+    device: str = "cpu"
+    threads: int = 1
+    hardware: str = ""
+    note: str = ""
+
+    @property
+    def blocks(self) -> int:
+        return len(self.forward)
+
+    def scaled(self, micro_batch: int) -> "BlockCosts":
+        """The same costs at ``micro_batch`` samples: times and bytes scaled linearly, the
+        optimizer step unchanged (it does not depend on the batch)."""
+        if not isinstance(micro_batch, int) or micro_batch < 1:
+            raise ValueError(f"micro_batch must be a positive integer, got {micro_batch!r}")
+        k = micro_batch / self.micro_batch
+        scale = {f: [v * k for v in getattr(self, f)] for f in
+                 ("forward", "backward", "backward_weight", "head_forward", "head_backward")}
+        return dataclasses.replace(self, micro_batch=micro_batch, **scale,
+                                   out_bytes=[round(v * k) for v in self.out_bytes],
+                                   label_bytes=round(self.label_bytes * k))
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def save(self, path: str | Path) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=1))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "BlockCosts":
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text())
+            return cls(**data)
+        except FileNotFoundError:
+            raise ValueError(f"calibration file {str(path)!r} does not exist") from None
+        except (json.JSONDecodeError, TypeError) as err:
+            raise ValueError(f"calibration file {str(path)!r} is not a BlockCosts JSON: {err}") from None
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure(cfg: PipelineConfig, reps: int = 3, threads: int | None = None) -> BlockCosts:
+    """Calibrate every block of ``cfg``'s model at ``cfg.micro_batch`` on ``cfg.device``.
+
+    ``threads`` (CPU): torch threads during the measurement; default ``cfg.threads`` or
+    ``cores // cfg.stages``, what each stage process of ``bench pipeline`` uses."""
+    if not isinstance(reps, int) or reps < 1:
+        raise ValueError(f"reps must be a positive integer, got {reps!r}")
+    cfg = dataclasses.replace(cfg, method="backprop")
+    _, spec = data_spec(cfg)
+    learner = build_learner(cfg, spec)
+    infos = boundary_info(learner, spec, DTYPES[cfg.dtype])
+    net = learner.net
+    device = torch.device("cuda" if cfg.device == "cuda" else "cpu")
+    net.to(device).train()
+    x, y = next(synthetic_batches(cfg, spec, torch.Generator().manual_seed(cfg.seed)))
+    x, y = x.to(device), y.to(device)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    threads = threads or cfg.threads or max(1, cores // cfg.stages)
+    saved_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    kinds = ("forward", "backward", "backward_weight", "optimizer", "head_forward", "head_backward", "head_optimizer")
+    probes: list[dict] = []         # per block: kind -> a function returning one timing in seconds
+    try:
+        h = x
+        for b, block in enumerate(net.blocks):
+            h_in = h.detach().requires_grad_(True) if h.is_floating_point() else h
+            h_plain = h.detach()
+            with torch.no_grad():
+                g = torch.randn_like(block(h_plain))
+                h = block(h_plain)
+            head = net.head if b == len(net.blocks) - 1 else net.make_head(b).to(device)
+            feats = h.detach().requires_grad_(True)
+            probes.append({
+                "forward": _timer(lambda block=block, h_in=h_in: block(h_in), device),
+                "backward": _backward_timer(block, h_in, g, device),
+                "backward_weight": _backward_timer(block, h_plain, g, device),
+                "optimizer": _optimizer_timer(cfg, list(block.parameters()), device),
+                "head_forward": _timer(lambda head=head, feats=feats: net.loss(head(feats), y), device),
+                "head_backward": _backward_timer(lambda f, head=head: net.loss(head(f), y), feats, None, device),
+                "head_optimizer": _optimizer_timer(cfg, list(head.parameters()), device),
+            })
+        # rounds over all blocks (the first a warm-up), best per block: a burst of load from
+        # elsewhere spoils one round of a block, not all of its samples
+        best = [dict.fromkeys(kinds, float("inf")) for _ in probes]
+        for r in range(reps + 1):
+            for per_block, timers in zip(best, probes):
+                for kind in kinds:
+                    t = timers[kind]()
+                    if r:
+                        per_block[kind] = min(per_block[kind], t)
+    finally:
+        torch.set_num_threads(saved_threads)
+    out = {kind: [per_block[kind] for per_block in best] for kind in kinds}
+    B = cfg.micro_batch
+    label_bytes = y.numel() * y.element_size()
+    hardware = (torch.cuda.get_device_name(device) if device.type == "cuda"
+                else f"CPU x{cores} ({platform.machine()})")
+    return BlockCosts(cfg.model, dict(cfg.model_kwargs), cfg.image_size, B, **out,
+                      out_bytes=[B * info.bytes for info in infos], label_bytes=label_bytes,
+                      device=cfg.device, threads=threads, hardware=hardware)
+
+
+def _timer(fn, device: torch.device):
+    def one() -> float:
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        return time.perf_counter() - t0
+    return one
+
+
+def _backward_timer(fn, inp, grad, device: torch.device):
+    """Times the backward of ``fn(inp)`` alone (the forward reruns, untimed, each time)."""
+    def one() -> float:
+        o = fn(inp)
+        _sync(device)
+        t0 = time.perf_counter()
+        o.backward(grad)
+        _sync(device)
+        return time.perf_counter() - t0
+    return one
+
+
+def _optimizer_timer(cfg: PipelineConfig, params: list, device: torch.device):
+    params = [p for p in params if p.requires_grad]
+    if not params:
+        return lambda: 0.0
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    opt = make_optimizer(cfg, params)
+    opt.step()          # creates the optimizer state, as after the first step of a run
+    return _timer(opt.step, device)

@@ -1,0 +1,81 @@
+"""``paper-repro simulate`` (options: :func:`paper_repro.cli.add_simulate`): print the simulated
+records as a table; optionally write them as JSON, draw a Gantt chart, or validate against real runs.
+
+    paper-repro simulate --model resnet34 --image-size 224 --num-classes 1000 --stages 4 \\
+        --micro-batch 8 --micro-batches 16 --schedule all --json out.json --gantt gantt.png
+    paper-repro simulate --stages 4 --micro-batches 8 --schedule 1f1b,gpipe --uniform-times 1,2
+    paper-repro simulate --model resnet18 --model-kwargs '{"width": 16}' --stages 2 \\
+        --micro-batch 8,16,32 --validate results/simulate/validation.md
+
+This module imports matplotlib (for ``--gantt``), so :mod:`paper_repro.cli` names it in its
+handler table and imports it only when ``simulate`` runs. Bad input raises ``ValueError``.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import astuple
+from pathlib import Path
+
+from ..distributed import PipelineConfig
+from ..plots.simulate import plot_gantt
+from . import api
+from .engine import Link
+from .linkcal import measure_link
+from .validate import validate
+
+
+def run_simulate_command(args) -> int:
+    schedules = api.parse_schedules(args.schedule)
+    if args.link == "auto":
+        args.link = astuple(measure_link())
+        print(f"link measured between two local processes: latency {args.link[0] * 1e6:.1f} us, "
+              f"bandwidth {args.link[1] / 1e9:.2f} GB/s")
+    link = Link(*args.link) if args.link else None
+    for path, option in ((args.json, "--json"), (args.gantt, "--gantt"), (args.save_calibration, "--save-calibration")):
+        if path:
+            _check_writable(path, option)
+    if args.validate_against and not args.validate:
+        raise ValueError("--validate-against needs --validate PATH (where the table goes)")
+    if args.validate:
+        return validate(args, schedules)
+    records = []
+    skipped = [] if args.schedule == "all" else None     # "all": leave out what cannot run, say so
+    for S in args.stages:
+        cfg = api.replace(PipelineConfig(), model=args.model, model_kwargs=args.model_kwargs, image_size=args.image_size,
+                          num_classes=args.num_classes, seq_len=args.seq_len, stages=S,
+                          micro_batch=args.calibrate_micro_batch or args.micro_batch[0],
+                          micro_batches=args.micro_batches, steps=args.steps, warmup_steps=args.warmup_steps,
+                          update_every=args.update_every, max_in_flight=args.max_in_flight,
+                          optimizer=args.optimizer, dtype=args.dtype, device=args.device, threads=args.threads)
+        bc = None
+        if args.uniform_times is None:
+            bc = api.calibration(cfg, args.calibration, reps=args.reps)
+            if args.save_calibration:
+                bc.save(args.save_calibration)
+        records += api.run(cfg, schedules, args.micro_batch, block_costs=bc, uniform=args.uniform_times, link=link,
+                           balance=args.balance, memory=not args.no_memory, keep=bool(args.gantt),
+                           skipped=skipped)
+    print(api.format_table(records))
+    for line in skipped or []:
+        print(f"not simulated: {line}")
+    if args.gantt:
+        fig = plot_gantt([r.pop("result") for r in records], title=f"{args.model}: one simulated step")
+        fig.savefig(args.gantt, dpi=120, bbox_inches="tight")
+        print(f"Gantt chart written to {args.gantt}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(records, indent=1))
+        print(f"records written to {args.json}")
+    return 0
+
+
+def _check_writable(path: str, option: str) -> None:
+    out = Path(path)
+    if out.is_dir():
+        raise ValueError(f"{option} {path!r} is a directory; give a file name")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        probe = out.with_name(out.name + ".tmp")
+        probe.touch()
+        probe.unlink()
+    except OSError as err:
+        raise ValueError(f"cannot write {option} {path!r}: {err.strerror or err}") from None

@@ -1,0 +1,93 @@
+"""Per-stage costs of a schedule from per-block costs (any cut), or uniform costs for teaching.
+
+A *piece* is a contiguous run of blocks that one schedule action runs: one per processor for
+GPipe, 1F1B and local, two per processor for the interleaved and V schedules.
+
+* Pipelined backprop: a piece costs the sum of its blocks' forward and backward; the net's
+  first block computes no input gradient (its input is data); the last piece also runs the
+  net's head and loss. One optimizer step per processor per step.
+* Local (one local module per stage, the paper's setting): the stage's first block computes no
+  input gradient either (its input is detached), and every stage runs its own auxiliary head
+  (the last stage: the net's head).
+
+Where one action's backward is split into an input-gradient half ``I`` and a weight-gradient
+half ``W`` (zero-bubble schedules), a block's ``W`` is its measured weight-only backward and
+its ``I`` the rest; the head's backward counts as ``I`` (the gradient flows through it first).
+"""
+from __future__ import annotations
+
+from .. import methods
+from ..distributed import balanced_split
+from .calibrate import BlockCosts
+from .engine import Costs
+from .schedules import base_schedule, stages_per_rank
+
+BALANCES = ("blocks", "time")
+
+
+def pieces(bc: BlockCosts, count: int, balance: str = "blocks") -> list[list[int]]:
+    """Cut the net's blocks into ``count`` contiguous pieces: as many blocks in each as the
+    chunked-``count`` method gives (``"blocks"``, what ``bench pipeline`` does), or balancing
+    the calibrated forward+backward time (``"time"``)."""
+    if balance not in BALANCES:
+        raise ValueError(f"unknown balance {balance!r}; valid: {', '.join(BALANCES)}")
+    if not isinstance(count, int) or not 1 <= count <= bc.blocks:
+        raise ValueError(f"cannot cut the {bc.blocks} blocks of {bc.model} into {count!r} pieces; "
+                         f"use 1..{bc.blocks}")
+    if balance == "blocks":
+        return methods.module_blocks(f"chunked-{count}", bc.blocks)
+    work = [f + b for f, b in zip(bc.forward, bc.backward)]
+    bounds = [0, *balanced_split(work, count), bc.blocks]
+    return [list(range(bounds[i], bounds[i + 1])) for i in range(count)]
+
+
+def schedule_costs(bc: BlockCosts, schedule: str, stages: int, balance: str = "blocks",
+                   cut: list[list[int]] | None = None) -> Costs:
+    """Costs of every piece of ``schedule`` on ``stages`` processors (``cut``: the pieces' blocks,
+    default :func:`pieces`)."""
+    base, _ = base_schedule(schedule)
+    count = stages * stages_per_rank(schedule)
+    cut = cut if cut is not None else pieces(bc, count, balance)
+    if len(cut) != count:
+        raise ValueError(f"schedule {schedule!r} on {stages} stages needs {count} pieces, got {len(cut)}")
+    local = base.startswith("local")
+    fwd, inp, wgt, opt = [], [], [], []
+    last = bc.blocks - 1
+    for v, blocks in enumerate(cut):
+        f = i = w = o = 0.0
+        for b in blocks:
+            f += bc.forward[b]
+            weight = min(bc.backward_weight[b], bc.backward[b])    # timing noise can invert them
+            w += weight
+            o += bc.optimizer[b]
+            no_input_grad = b == 0 or (local and b == blocks[0])
+            i += 0.0 if no_input_grad else bc.backward[b] - weight
+        end = blocks[-1]
+        if local or end == last:
+            f += bc.head_forward[end]
+            i += bc.head_backward[end]
+            o += bc.head_optimizer[end]
+        fwd.append(f)
+        inp.append(i)
+        wgt.append(w)
+        opt.append(o)
+    send = [bc.out_bytes[blocks[-1]] + (bc.label_bytes if local else 0) for blocks in cut[:-1]]
+    return Costs(fwd, inp, wgt, opt, send)
+
+
+def uniform_costs(schedule: str, stages: int, forward: float, backward: float,
+                  weight: float | None = None, send_bytes: float = 0.0) -> Costs:
+    """Every processor takes ``forward`` per forward and ``backward`` per whole backward of a
+    micro-batch (``weight`` of it is the weight-gradient half; default half the backward), no
+    optimizer time; schedules with several pieces per processor split these evenly."""
+    for key, value in (("forward", forward), ("backward", backward)):
+        if not value >= 0:
+            raise ValueError(f"uniform {key} time must be >= 0 seconds, got {value!r}")
+    weight = backward / 2 if weight is None else weight
+    if not 0 <= weight <= backward:
+        raise ValueError(f"uniform weight-gradient time must be between 0 and the backward time "
+                         f"{backward!r}, got {weight!r}")
+    k = stages_per_rank(schedule)
+    n = stages * k
+    return Costs([forward / k] * n, [(backward - weight) / k] * n, [weight / k] * n,
+                 [0.0] * n, [send_bytes] * (n - 1))

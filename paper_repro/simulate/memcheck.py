@@ -1,0 +1,176 @@
+"""Check the memory accounting against a device's own allocator, one stage at a time.
+
+Each stage of a schedule is *emulated* in this one process on ``--device``: the stage's blocks
+(and head) on real tensors, its micro-batches in the order torch's schedule runs them on that
+rank (:func:`.schedules.torch_order`; local: forward and backward of every micro-batch in turn),
+an input tensor alive from a micro-batch's forward to its backward, an optimizer step at the end.
+The second step is measured:
+
+* always: the saved-for-backward peak (:class:`~paper_repro.distributed.memory.SavedTensorMeter`;
+  with recomputation plus one micro-batch's saved bytes, which checkpointing hides from the
+  meter, as the real runs count it) against :func:`.memory.stage_memory`'s ``saved_for_backward``;
+* on CUDA also ``torch.cuda.max_memory_allocated`` (everything the caching allocator handed out,
+  temporaries included) against ``peak_bytes`` (activations + parameters + gradients + optimizer
+  state + message buffers).
+
+No torch metadata inference runs here, so that term is left out of the prediction.
+
+    python tools/gpu_memory_check.py --model resnet34 --image-size 224 --num-classes 1000 \\
+        --stages 4 --micro-batch 8 --device cuda --out results/simulate/gpu_memory_check.md
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from .. import methods
+from ..build import make_optimizer
+from ..distributed import PipelineConfig, build_learner, data_spec, synthetic_batches
+from ..distributed.baselines import StageModule
+from ..distributed.memory import SavedTensorMeter, saved_bytes_of
+from .memory import MetaNet, stage_memory
+from .schedules import torch_order
+
+CHECKED = ("local", "gpipe", "1f1b", "1f1b-recompute", "gpipe-recompute")
+
+
+def emulate_stage(cfg: PipelineConfig, schedule: str, stage: int, cut: list[list[int]]) -> dict:
+    """Run ``stage`` of ``schedule`` for two steps on ``cfg.device``; measure the second."""
+    if schedule not in CHECKED:
+        raise ValueError(f"schedule {schedule!r} cannot be emulated here; valid: {', '.join(CHECKED)}")
+    device = torch.device("cuda" if cfg.device == "cuda" else "cpu")
+    S, B, M = cfg.stages, cfg.micro_batch, cfg.micro_batches
+    _, spec = data_spec(cfg)
+    learner = build_learner(dataclasses.replace(cfg, method=f"chunked-{S}"), spec)
+    net, blocks, last = learner.net, cut[stage], stage == S - 1
+    with torch.no_grad():      # the input shape of this stage, from a forward of the blocks before it
+        x0, y0 = next(synthetic_batches(cfg, spec, torch.Generator().manual_seed(cfg.seed)))
+        h = x0
+        for b in range(blocks[0]):
+            h = net.blocks[b](h)
+    local = schedule == "local"
+    head = learner.heads[stage] if local else (net.head if last else None)
+    module = StageModule([net.blocks[b] for b in blocks], head, recompute=schedule.endswith("-recompute")).to(device)
+    params = list(module.parameters())
+    opt = make_optimizer(cfg, params)
+    order = [("F", i) for i in range(M)] if local else \
+        [(a.kind, a.micro_batch) for a in torch_order(schedule, S, M).actions[stage]]
+
+    def inputs(n: int, shape, make):
+        # pipelined backprop splits the step's tensor into views (as torch does); local gets one per micro-batch
+        return [make(B, *shape) for _ in range(M)] if local else make(n * B, *shape).split(B)
+
+    def step():
+        if h.is_floating_point():
+            xs = inputs(M, h.shape[1:], lambda *size: torch.randn(*size, device=device))
+        else:
+            xs = inputs(M, h.shape[1:], lambda *size: torch.randint(spec.num_classes, size, device=device))
+        ys = inputs(M, y0.shape[1:], lambda *size: torch.randint(spec.num_classes, size, device=device))
+        live = {}
+        for kind, i in order:
+            if kind == "F":
+                x = xs[i] if stage == 0 or not h.is_floating_point() else xs[i].clone().requires_grad_(not local)
+                out = module(x)
+                live[i] = (x, net.loss(out, ys[i]) if (last or local) else out)
+                if local:
+                    kind = "B"
+            if kind == "B":
+                x, out = live.pop(i)
+                out.backward() if out.dim() == 0 else out.backward(torch.randn_like(out))
+                if local:
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+        if not local:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+    step()                                  # creates the optimizer state
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+    meter = SavedTensorMeter(exclude=params)
+    with meter:
+        step()
+    extra = 0
+    if module.recompute:    # checkpoint hides the recomputation from the meter: one micro-batch's bytes, as the runs add
+        example = torch.zeros(B, *h.shape[1:], dtype=h.dtype, device=device)
+        example.requires_grad_(stage > 0 and h.is_floating_point())
+        extra = saved_bytes_of(StageModule(list(module.blocks), module.head), example, exclude=[*params, example])
+    cuda_peak = None
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        cuda_peak = int(torch.cuda.max_memory_allocated(device))
+    return {"saved_for_backward": meter.peak + extra, "cuda_max_memory_allocated": cuda_peak}
+
+
+def check(cfg: PipelineConfig, schedules: list[str]) -> list[dict]:
+    """One row per (schedule, stage): measured vs predicted bytes and their ratios."""
+    meta = MetaNet(cfg)
+    cut = methods.module_blocks(f"chunked-{cfg.stages}", meta.blocks)
+    rows = []
+    for schedule in schedules:
+        predicted = stage_memory(meta, schedule, cfg.stages, cfg.micro_batch, cfg.micro_batches, cut,
+                                 cfg.optimizer, first_step_inference=False)
+        for s in range(cfg.stages):
+            if cfg.device == "cuda":
+                torch.cuda.empty_cache()
+            got = emulate_stage(cfg, schedule, s, cut)
+            p = predicted[s]
+            row = {"schedule": schedule, "stage": s, "saved_measured": got["saved_for_backward"],
+                   "saved_predicted": p["saved_for_backward"],
+                   "saved_ratio": p["saved_for_backward"] / max(got["saved_for_backward"], 1),
+                   "cuda_measured": got["cuda_max_memory_allocated"], "peak_predicted": p["peak_bytes"]}
+            row["peak_ratio"] = (p["peak_bytes"] / row["cuda_measured"]) if row["cuda_measured"] else None
+            rows.append(row)
+    return rows
+
+
+def markdown(rows: list[dict], cfg: PipelineConfig) -> str:
+    where = torch.cuda.get_device_name() if cfg.device == "cuda" else "CPU (no allocator statistics: saved bytes only)"
+    cols = list(rows[0])
+    lines = [f"# Memory accounting vs {where}", "",
+             f"{cfg.model} {cfg.model_kwargs} at {cfg.image_size} px, {cfg.stages} stages, micro-batch "
+             f"{cfg.micro_batch}, {cfg.micro_batches} micro-batches per step, {cfg.optimizer}.", "",
+             "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        lines.append("| " + " | ".join("-" if v is None else f"{v:.4f}" if isinstance(v, float) else str(v)
+                                       for v in r.values()) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    d = PipelineConfig()
+    p.add_argument("--model", default="resnet18")
+    p.add_argument("--model-kwargs", default="{}", help="JSON")
+    p.add_argument("--image-size", type=int, default=d.image_size)
+    p.add_argument("--num-classes", type=int, default=d.num_classes)
+    p.add_argument("--seq-len", type=int, default=d.seq_len, help="transformer: tokens per sequence")
+    p.add_argument("--stages", type=int, default=d.stages)
+    p.add_argument("--micro-batch", type=int, default=d.micro_batch)
+    p.add_argument("--micro-batches", type=int, default=d.micro_batches)
+    p.add_argument("--optimizer", default=d.optimizer)
+    p.add_argument("--schedule", default=",".join(CHECKED))
+    p.add_argument("--device", default="cuda", choices=("cpu", "cuda"))
+    p.add_argument("--out", default=None, help="write the table here (markdown)")
+    args = p.parse_args(argv)
+    try:
+        cfg = PipelineConfig(model=args.model, model_kwargs=json.loads(args.model_kwargs), image_size=args.image_size,
+                             num_classes=args.num_classes, seq_len=args.seq_len, stages=args.stages, micro_batch=args.micro_batch,
+                             micro_batches=args.micro_batches, optimizer=args.optimizer, device=args.device).validate()
+        if args.device == "cuda" and not torch.cuda.is_available():
+            raise ValueError("--device cuda but no CUDA device is available; use --device cpu")
+        text = markdown(check(cfg, [s.strip() for s in args.schedule.split(",") if s.strip()]), cfg)
+    except (ValueError, json.JSONDecodeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(text)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text)
+    return 0

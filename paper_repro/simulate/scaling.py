@@ -1,0 +1,71 @@
+"""Tables of the scaling study: memory per processor and throughput ratios, at paper scale.
+
+* :func:`memory_table`: peak bytes of every stage under each schedule, for every number of
+  processors and micro-batch size (meta device; nothing runs for real).
+* :func:`ratio_table`: simulated samples/s of the local schedule over each pipelined-backprop
+  schedule, for every number of processors and of micro-batches per step, from calibrated
+  per-block costs.
+
+The notebook's sizes per profile are :func:`paper_repro.settings.scaling_settings`.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from .. import methods
+from .calibrate import BlockCosts
+from .costs import pieces, schedule_costs
+from .engine import Link, simulate
+from .memory import MetaNet, stage_memory
+from .schedules import stages_per_rank
+
+
+def memory_table(meta: MetaNet, stages: list[int], micro_batch_sizes: list[int], schedules: list[str],
+                 micro_batches: int = 16, optimizer: str = "adam", first_step_inference: bool = False) -> pd.DataFrame:
+    """One row per (stages, micro-batch size, schedule, stage): the memory record of that stage;
+    the net is cut as ``bench pipeline`` cuts it (chunked, as many blocks per piece as can be).
+    ``first_step_inference``: add what torch.distributed.pipelining's first-step metadata
+    inference keeps on stage 0 (off: the schedules' own needs, whatever the implementation)."""
+    rows = []
+    for S in stages:
+        for schedule in schedules:
+            k = stages_per_rank(schedule)
+            if S * k > meta.blocks:
+                raise ValueError(f"{meta.cfg.model} has {meta.blocks} blocks: schedule {schedule!r} cannot "
+                                 f"run on {S} processors ({S * k} pieces)")
+            cut = methods.module_blocks(f"chunked-{S * k}", meta.blocks)
+            for B in micro_batch_sizes:
+                for s, rec in enumerate(stage_memory(meta, schedule, S, B, max(micro_batches, S), cut, optimizer,
+                                                               first_step_inference=first_step_inference)):
+                    rows.append({"stages": S, "micro_batch": B, "schedule": schedule, "stage": s, **rec})
+    return pd.DataFrame(rows)
+
+
+def ratio_table(bc: BlockCosts, stages: list[int], micro_batches: list[int], baselines: list[str],
+                micro_batch: int, local: str = "local", balance: str = "time", link: Link | None = None,
+                steps: int = 2, warmup_steps: int = 1) -> pd.DataFrame:
+    """One row per (stages, micro-batches per step, baseline): simulated samples/s of ``local``
+    and of the baseline, and their ratio. Pieces balance calibrated time by default (the best
+    cut each schedule could get). Combinations a schedule cannot run (too few blocks for the
+    pieces, or torch refusing the micro-batch count) are left out."""
+    bc = bc.scaled(micro_batch)
+    rows = []
+    for S in stages:
+        for M in micro_batches:
+            speed = {}
+            for schedule in [local, *baselines]:
+                count = S * stages_per_rank(schedule)
+                if count > bc.blocks:
+                    continue
+                try:
+                    costs = schedule_costs(bc, schedule, S, cut=pieces(bc, count, balance))
+                    speed[schedule] = simulate(schedule, costs, M, micro_batch, link=link, steps=steps,
+                                               warmup_steps=warmup_steps).samples_per_s
+                except ValueError:      # e.g. 1F1B with fewer micro-batches than stages
+                    continue
+            for schedule in baselines:
+                if local in speed and schedule in speed:
+                    rows.append({"stages": S, "micro_batches": M, "micro_batch": micro_batch, "baseline": schedule,
+                                 "local_samples_per_s": speed[local], "baseline_samples_per_s": speed[schedule],
+                                 "ratio": speed[local] / speed[schedule]})
+    return pd.DataFrame(rows)

@@ -1,0 +1,181 @@
+"""The simulator against real runs: ``bench pipeline`` and the simulation, side by side.
+
+For every number of stages, micro-batch size and schedule that ``bench pipeline`` runs (local,
+GPipe, 1F1B, 1F1B with recomputation), the real pipeline runs (``stages`` local processes),
+the blocks are calibrated in this process with the threads each stage process gets, and the
+simulator predicts the same run on the same cut. The check is on **throughput ratios to
+1F1B** (what the paper's claim is about; absolute samples/s move with the machine's load
+more than ratios do) and on the memory each stage holds for backward (meta-device accounting
+vs the runs' saved-tensor meters).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from .. import methods
+from ..distributed import PipelineConfig
+from ..distributed.bench import run_pipeline
+from ..distributed.report import median_records
+from .calibrate import measure
+from .costs import schedule_costs
+from .engine import Link, simulate
+from .memory import MetaNet, stage_memory
+
+REAL_SCHEDULES = ("local", "gpipe", "1f1b", "1f1b-recompute")
+
+
+def compare(base: PipelineConfig, stages: list[int], micro_batch_sizes: list[int], schedules: list[str],
+            repeats: int = 1, reps: int = 3, link: Link | None = None, timeout: float | None = None) -> pd.DataFrame:
+    """One row per (stages, micro-batch size, schedule): measured and simulated samples/s, their
+    ratios to 1F1B, and the largest relative error of the saved-for-backward bytes over stages."""
+    runnable = [s for s in schedules if s in REAL_SCHEDULES]
+    if "1f1b" not in runnable:
+        runnable.append("1f1b")
+    M = base.micro_batches
+    update_every = [base.update_every]
+    if "local-per-step" in schedules:       # the real local pipeline stepping once per step
+        if "local" not in runnable:
+            runnable.insert(0, "local")
+        update_every = sorted({base.update_every, M}) if "local" in schedules else [M]
+    records = []
+    for S in stages:
+        # every (repeat, size, schedule) interleaved, so that a change of load touches all alike
+        configs = [dataclasses.replace(base, stages=S, schedule=s, micro_batch=B, update_every=u).validate()
+                   for _ in range(repeats) for B in micro_batch_sizes for s in runnable
+                   for u in (update_every if s == "local" else [1])]
+        runs = run_pipeline(configs, timeout=timeout, progress=False)
+        records += median_records(runs) if repeats > 1 else runs
+    return against(records, reps=reps, link=link)
+
+
+def against(records: list[dict], reps: int = 3, link: Link | None = None) -> pd.DataFrame:
+    """Simulate the runs of ``bench pipeline`` records (measured earlier, e.g. a committed JSON)
+    with costs calibrated now, on the same cuts: the table :func:`compare` returns."""
+    # the simulated local schedule holds one local module per stage (the paper's setting)
+    skipped = [f"{r['schedule']} {r.get('method')} micro-batch {r['micro_batch']}" for r in records
+               if r["schedule"] == "local" and not _one_module_per_stage(r)]
+    records = [r for r in records if r["schedule"] in REAL_SCHEDULES and not r.get("comm_only")
+               and not (r["schedule"] == "local" and not _one_module_per_stage(r))]
+    if not any(r["schedule"] == "1f1b" for r in records):
+        raise ValueError("the records hold no 1f1b run, the reference of every ratio")
+    rows = []
+    metas, calibrations = {}, {}
+    for r in records:
+        S, B, M, schedule, every = (r["stages"], r["micro_batch"], r["micro_batches"], r["schedule"],
+                                    r.get("update_every") or 1)
+        base = PipelineConfig(model=r["model"], model_kwargs=r["model_kwargs"], image_size=r.get("image_size", 32),
+                              stages=S, micro_batch=B, micro_batches=M, steps=r.get("steps", 3),
+                              warmup_steps=r.get("warmup_steps", 1), optimizer=r.get("optimizer", "adam"),
+                              dtype=r.get("dtype", "float32"), num_classes=r.get("num_classes", 10),
+                              seq_len=r.get("seq_len", 64), threads=r.get("threads_per_process"))
+        if schedule == "local" and every == M and M > 1:
+            schedule = "local-per-step"
+        key = (r["model"], str(r["model_kwargs"]), base.image_size, S)
+        if key not in metas:
+            metas[key] = MetaNet(base)
+        if key + (B,) not in calibrations:
+            calibrations[key + (B,)] = measure(base, reps=reps)
+        cut = r["split"]["blocks"]
+        costs = schedule_costs(calibrations[key + (B,)], schedule, S, cut=cut)
+        sim = simulate(schedule, costs, M, B, link=link, steps=base.steps, warmup_steps=base.warmup_steps,
+                       update_every=every, max_in_flight=r.get("max_in_flight", base.max_in_flight))
+        mem = stage_memory(metas[key], schedule, S, B, M, cut, base.optimizer, base.max_in_flight)
+        measured = [m["saved_for_backward"] for m in r["memory_per_stage"]]
+        mem_err = max(abs(m["saved_for_backward"] / x - 1) for m, x in zip(mem, measured) if x)
+        rows.append({"model": r["model"], "stages": S, "micro_batch": B, "schedule": schedule,
+                     "measured_samples_per_s": r["samples_per_s"], "simulated_samples_per_s": sim.samples_per_s,
+                     "measured_runs": r.get("samples_per_s_runs", [r["samples_per_s"]]),
+                     "saved_bytes_max_rel_error": mem_err})
+    df = pd.DataFrame(rows)
+    keys = ["stages", "micro_batch"]
+    ref = df[df.schedule == "1f1b"].set_index(keys)
+    for col in ("measured", "simulated"):
+        reference = df.set_index(keys).index.map(ref[f"{col}_samples_per_s"])
+        df[f"{col}_ratio_vs_1f1b"] = df[f"{col}_samples_per_s"].to_numpy() / reference.to_numpy()
+    df["ratio_rel_error"] = df.simulated_ratio_vs_1f1b / df.measured_ratio_vs_1f1b - 1
+    df.attrs["skipped"] = skipped
+    return df
+
+
+def _one_module_per_stage(record: dict) -> bool:
+    """Whether a local run's method is chunked into as many modules as stages: ``chunked-S``, or
+    ``chunked@...`` with S - 1 cut points (the cut balancing measured time); older records
+    without a method ran chunked-S."""
+    method = record.get("method") or f"chunked-{record['stages']}"
+    return methods.parse_spec(method) == ("chunked", record["stages"])
+
+
+def machine_note() -> str:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    load_s = f"1/5/15-min load average {load[0]:.2f}/{load[1]:.2f}/{load[2]:.2f}" if load else "load unknown"
+    return f"CPU x{cores} ({platform.machine()}), torch {torch.__version__}, {load_s}"
+
+
+def write(df: pd.DataFrame, path: str | Path, note: str) -> tuple[Path, Path]:
+    """The table as markdown (with ``note`` and the worst errors) and CSV next to it."""
+    path = Path(path)
+    md, csv = path.with_suffix(".md"), path.with_suffix(".csv")
+    md.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(csv, index=False)
+    cols = ["model", "stages", "micro_batch", "schedule", "measured_samples_per_s", "simulated_samples_per_s",
+            "measured_ratio_vs_1f1b", "simulated_ratio_vs_1f1b", "ratio_rel_error", "saved_bytes_max_rel_error"]
+    lines = ["# Simulator vs real runs", "", note, "",
+             "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in df[cols].itertuples(index=False):
+        lines.append("| " + " | ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row) + " |")
+    worst = df.ratio_rel_error.abs().max()
+    lines += ["", f"Largest error of a throughput ratio to 1F1B: {worst:.1%}; largest error of a stage's "
+              f"saved-for-backward bytes: {df.saved_bytes_max_rel_error.max():.2%}."]
+    md.write_text("\n".join(lines) + "\n")
+    return md, csv
+
+
+def validate(args, schedules: list[str]) -> int:
+    """``paper-repro simulate --validate PATH``: run, compare, print and write the table."""
+    base = PipelineConfig(model=args.model, model_kwargs=args.model_kwargs, image_size=args.image_size,
+                          num_classes=args.num_classes, seq_len=args.seq_len, micro_batches=args.micro_batches,
+                          steps=args.steps, warmup_steps=args.warmup_steps, update_every=args.update_every,
+                          max_in_flight=args.max_in_flight, optimizer=args.optimizer, dtype=args.dtype,
+                          device=args.device, threads=args.threads).validate()
+    before = machine_note()
+    t0 = time.time()
+    link = Link(*args.link) if args.link else None
+    link_s = (f"link {args.link[0] * 1e6:.1f} us + bytes / {args.link[1] / 1e9:.2f} GB/s" if args.link
+              else "communication free (no link model)")
+    if args.validate_against:
+        path = Path(args.validate_against)
+        try:
+            records = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as err:
+            raise ValueError(f"--validate-against {str(path)!r}: not a readable bench pipeline JSON ({err})") from None
+        df = against(records, reps=args.reps, link=link)
+        hw = sorted({str(r.get("hardware")) for r in records})
+        note = (f"Real runs: the records of {path.name} (hardware {', '.join(hw)}; "
+                f"{records[0].get('repeats', 1)} run(s) per row, median). Simulated with {link_s}, calibrated "
+                f"now on {before} ({time.time() - t0:.0f} s). A load average near or above the core count "
+                "means other jobs shared the machine while calibrating.")
+    else:
+        df = compare(base, args.stages, args.micro_batch, schedules, repeats=args.repeats, reps=args.reps,
+                     link=link)
+        note = (f"Simulated with {link_s}. Measured on {before} at the start and "
+                f"{machine_note().split(', ', 2)[-1]} at the end "
+                f"({time.time() - t0:.0f} s); {args.repeats} real run(s) per row (median), "
+                f"{args.steps} timed steps of {args.micro_batches} micro-batches after {args.warmup_steps} "
+                "warm-up step(s). A load average near or above the core count means other jobs shared the "
+                "machine: measured throughputs then vary from run to run.")
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(df.drop(columns=["measured_runs"]).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    for line in df.attrs.get("skipped", []):
+        print(f"not simulated (local with several modules per stage): {line}")
+    md, csv = write(df, args.validate, note)
+    print(f"written to {md} and {csv}")
+    return 0

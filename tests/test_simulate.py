@@ -1,0 +1,151 @@
+"""The schedule simulator: torch's action orders, closed forms, costs from blocks, errors."""
+import math
+
+import pytest
+
+from paper_repro.simulate.calibrate import BlockCosts
+from paper_repro.simulate.costs import pieces, schedule_costs, uniform_costs
+from paper_repro.simulate.engine import Costs, Link, simulate
+from paper_repro.simulate.schedules import SCHEDULES, in_flight, torch_order
+
+TORCH = [s for s in SCHEDULES if not s.startswith("local")]
+
+
+@pytest.mark.parametrize("schedule", TORCH)
+@pytest.mark.parametrize("stages,micro_batches", [(2, 4), (4, 8), (3, 6)])
+def test_every_forward_and_backward_runs_once_on_the_rank_holding_its_piece(schedule, stages, micro_batches):
+    order = torch_order(schedule, stages, micro_batches)
+    seen = {}
+    for rank, ops in enumerate(order.actions):
+        for a in ops:
+            assert order.stage_rank[a.stage] == rank
+            key = (a.stage, a.micro_batch)
+            seen.setdefault(key, []).append(a.kind)
+    assert set(seen) == {(v, m) for v in range(order.num_stages) for m in range(micro_batches)}
+    for kinds in seen.values():
+        assert sorted(kinds) in (["B", "F"], ["F", "I", "W"])
+
+
+@pytest.mark.parametrize("S,M", [(2, 2), (4, 4), (4, 9), (8, 16)])
+def test_1f1b_order_is_torch_loops_warmup_then_one_backward_one_forward(S, M):
+    order = torch_order("1f1b", S, M)
+    for r, ops in enumerate(order.actions):
+        warm = min(S - r, M)
+        assert [a.kind for a in ops[:warm]] == ["F"] * warm
+        assert [a.micro_batch for a in ops if a.kind == "F"] == list(range(M))
+        assert [a.micro_batch for a in ops if a.kind == "B"] == list(range(M))
+    assert [max(d.values()) for d in in_flight(order)] == [min(S - r, M) for r in range(S)]
+    assert [max(d.values()) for d in in_flight(torch_order("gpipe", S, M))] == [M] * S
+
+
+@pytest.mark.parametrize("S,M", [(2, 2), (2, 8), (4, 4), (4, 16), (8, 8), (8, 32)])
+@pytest.mark.parametrize("F,B", [(1.0, 2.0), (0.3, 0.5)])
+def test_closed_forms_with_uniform_times(S, M, F, B):
+    for schedule in ("gpipe", "1f1b"):
+        r = simulate(schedule, uniform_costs(schedule, S, F, B), M)
+        assert r.makespan_s == pytest.approx((M + S - 1) * (F + B))
+        assert r.bubble_fraction == pytest.approx((S - 1) / (M + S - 1))
+        assert r.samples_per_s == pytest.approx(M / ((M + S - 1) * (F + B)))
+    r = simulate("1f1b-recompute", uniform_costs("1f1b", S, F, B), M)
+    assert r.makespan_s == pytest.approx((M + S - 1) * (2 * F + B))
+    if M % S == 0:     # interleaved 1F1B, two pieces per processor: the fill shrinks by half
+        r = simulate("interleaved-1f1b", uniform_costs("interleaved-1f1b", S, F, B), M)
+        assert r.makespan_s == pytest.approx(M * (F + B) + (S - 1) * (F + B) / 2)
+    r = simulate("local", uniform_costs("local", S, F, B), M)
+    assert r.makespan_s == pytest.approx((S - 1) * F + M * (F + B))
+
+
+def test_link_latency_adds_two_fills_of_hops_to_gpipe():
+    S, M, F, B, L = 4, 6, 1.0, 2.0, 0.25
+    r = simulate("gpipe", uniform_costs("gpipe", S, F, B), M, link=Link(latency=L))
+    assert r.makespan_s == pytest.approx((M + S - 1) * (F + B) + 2 * (S - 1) * L)
+    bw = Link(bandwidth=1000.0)
+    costs = uniform_costs("gpipe", S, F, B, send_bytes=500.0)
+    assert simulate("gpipe", costs, M, link=bw).makespan_s == pytest.approx((M + S - 1) * (F + B) + 2 * (S - 1) * 0.5)
+
+
+def test_local_steady_state_is_one_micro_batch_per_slowest_stage():
+    costs = Costs([1.0, 2.5, 0.5], [1.0, 1.5, 0.5], [0.5, 1.0, 0.5], [0.1, 0.2, 0.1])
+    slowest = max(costs.forward[s] + costs.backward(s) + costs.optimizer[s] for s in range(3))
+    r = simulate("local", costs, 16, micro_batch=8, steps=4, warmup_steps=2)
+    assert r.samples_per_s == pytest.approx(8 / slowest)
+    assert r.busy_per_stage[1] == pytest.approx(1.0)
+    # optimizer once per step instead of after every micro-batch
+    once = simulate("local-per-step", costs, 16, micro_batch=8, steps=4, warmup_steps=2)
+    per_mb = [costs.forward[s] + costs.backward(s) for s in range(3)]
+    assert once.samples_per_s == pytest.approx(8 * 16 / (16 * max(per_mb) + costs.optimizer[1]))
+
+
+def test_local_waits_when_max_in_flight_sends_are_unreceived():
+    # stage 1 is 4x slower; stage 0 may send micro-batch i only once stage 1 has taken i-2,
+    # which it does when it starts on i-3 (it double-buffers)
+    costs = Costs([1.0, 4.0], [1.0, 4.0], [0.0, 0.0])
+    r = simulate("local", costs, 12, max_in_flight=2)
+    start1 = {iv.micro_batch: iv.start for iv in r.intervals if iv.rank == 1 and iv.kind in ("FB", "F")}
+    sent0 = {iv.micro_batch: iv.start for iv in r.intervals if iv.rank == 0 and iv.kind == "B"}
+    assert sent0, "stage 0 never had to wait"
+    for i, t in sent0.items():
+        assert t == pytest.approx(start1[i - 3])
+    free = simulate("local", costs, 12, max_in_flight=100)
+    assert free.intervals[-1].end == pytest.approx(r.intervals[-1].end)   # the slow stage sets the pace
+
+
+def test_zero_bubble_beats_1f1b_with_uniform_times():
+    S, M = 4, 8
+    base = simulate("1f1b", uniform_costs("1f1b", S, 1.0, 2.0), M)
+    for schedule in ("zb-interleaved", "zbv"):
+        r = simulate(schedule, uniform_costs(schedule, S, 1.0, 2.0), M)
+        assert r.makespan_s < base.makespan_s
+        assert math.isclose(sum(r.busy_per_stage) * r.makespan_s, S * M * 3.0)
+
+
+def _block_costs(n=6):
+    return BlockCosts("toy", {}, 8, 4, forward=[1.0 + b for b in range(n)], backward=[2.0 + 2 * b for b in range(n)],
+                      backward_weight=[1.0 + b for b in range(n)], optimizer=[0.1] * n, head_forward=[0.5] * n,
+                      head_backward=[0.25] * n, head_optimizer=[0.05] * n, out_bytes=[100 * (b + 1) for b in range(n)],
+                      label_bytes=8)
+
+
+def test_stage_costs_sum_blocks_heads_and_input_gradients_by_hand():
+    bc = _block_costs()
+    assert pieces(bc, 2) == [[0, 1, 2], [3, 4, 5]]
+    bp = schedule_costs(bc, "1f1b", 2)
+    assert bp.forward == [1 + 2 + 3, 4 + 5 + 6 + 0.5]
+    # block 0 takes data: no input gradient; the last piece's head backward counts as I
+    assert bp.backward_input == [0 + 2 + 3, 4 + 5 + 6 + 0.25]
+    assert bp.backward_weight == [1 + 2 + 3, 4 + 5 + 6]
+    assert bp.optimizer == pytest.approx([0.3, 0.35])
+    assert bp.send_bytes == [300]
+    loc = schedule_costs(bc, "local", 2)
+    assert loc.forward == [6.5, 15.5]           # every stage has a head
+    assert loc.backward_input == [0 + 2 + 3 + 0.25, 0 + 5 + 6 + 0.25]   # stage input is detached
+    assert loc.send_bytes == [308]              # activations + labels
+    assert schedule_costs(bc, "zbv", 2).pieces == 4
+    # balancing time puts fewer, heavier blocks on the second piece
+    assert pieces(bc, 2, "time") == [[0, 1, 2, 3], [4, 5]]
+
+
+def test_block_costs_scale_linearly_and_round_trip(tmp_path):
+    bc = _block_costs()
+    big = bc.scaled(8)
+    assert big.forward == [2 * v for v in bc.forward] and big.optimizer == bc.optimizer
+    assert big.out_bytes == [2 * v for v in bc.out_bytes]
+    bc.save(tmp_path / "c.json")
+    assert BlockCosts.load(tmp_path / "c.json") == bc
+    with pytest.raises(ValueError, match="does not exist"):
+        BlockCosts.load(tmp_path / "missing.json")
+
+
+def test_bad_inputs_name_the_value_and_the_choices():
+    with pytest.raises(ValueError, match="unknown schedule 'pipedream'.*1f1b"):
+        simulate("pipedream", uniform_costs("1f1b", 2, 1, 1), 4)
+    with pytest.raises(ValueError, match="micro_batches >= stages"):
+        torch_order("1f1b", 4, 2)
+    with pytest.raises(ValueError, match="micro_batches must be a positive integer, got 0"):
+        simulate("gpipe", uniform_costs("gpipe", 2, 1, 1), 0)
+    with pytest.raises(ValueError, match="cannot cut the 6 blocks of toy into 7 pieces"):
+        pieces(_block_costs(), 7)
+    with pytest.raises(ValueError, match="bandwidth must be > 0"):
+        Link(bandwidth=0)
+    with pytest.raises(ValueError, match="weight-gradient time"):
+        uniform_costs("1f1b", 2, 1.0, 1.0, weight=2.0)

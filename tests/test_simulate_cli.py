@@ -1,0 +1,132 @@
+"""``paper-repro simulate``: records, JSON, Gantt chart, errors, and the validation against real runs."""
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from paper_repro import cli, cliargs, distributed
+from paper_repro.cli import main
+from paper_repro.distributed import PipelineConfig
+from paper_repro.simulate import api, costs, schedules, validate
+from paper_repro.simulate.calibrate import measure
+from paper_repro.simulate.linkcal import measure_link
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = dict(model="mlp", model_kwargs={"depth": 4, "width": 16}, image_size=4)
+
+
+def test_the_parser_choices_and_defaults_are_the_package_names():
+    """cli.py repeats them so that ``--help`` needs no torch."""
+    assert cli.SIMULATED_SCHEDULES == schedules.SCHEDULES
+    assert cli.SIMULATED_CUTS == costs.BALANCES
+    assert cli.DTYPES == tuple(sorted(distributed.DTYPES)) and cli.DEVICES == distributed.DEVICES
+    defaults = dataclasses.asdict(PipelineConfig())
+    assert cli.PIPELINE_DEFAULTS == {k: defaults[k] for k in cli.PIPELINE_DEFAULTS}
+
+
+def test_float_list_takes_counts_of_non_negative_numbers_or_a_keyword():
+    two_or_three = cliargs.float_list(2, 3)
+    assert two_or_three("1,2.5") == (1.0, 2.5) and two_or_three("0,1,2") == (0.0, 1.0, 2.0)
+    for bad in ("1", "1,2,3,4", "1,-2", "1,x", "", "nan,1"):
+        with pytest.raises(argparse.ArgumentTypeError, match=f"expected 2 to 3 comma-separated non-negative numbers, "
+                                                             f"got {bad!r}"):
+            two_or_three(bad)
+    link = cliargs.float_list(2, 2, keywords=("auto",))
+    assert link("auto") == "auto" and link("1e-5,4e9") == (1e-5, 4e9)
+    with pytest.raises(argparse.ArgumentTypeError, match="expected 2 comma-separated non-negative numbers or auto"):
+        link("fast")
+
+
+def test_uniform_times_print_a_table_and_write_json_and_gantt(tmp_path, capsys):
+    out, png = tmp_path / "sim.json", tmp_path / "g.png"
+    rc = main(["simulate", "--stages", "4", "--micro-batches", "8", "--schedule", "1f1b,gpipe,local,zbv",
+               "--uniform-times", "1,2", "--json", str(out), "--gantt", str(png)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "1f1b" in text and "zbv" in text
+    records = json.loads(out.read_text())
+    one = {r["schedule"]: r for r in records}
+    assert one["1f1b"]["makespan_s"] == pytest.approx((8 + 3) * 3)
+    assert one["1f1b"]["bubble_fraction"] == pytest.approx(3 / 11)
+    for key in ("schedule", "stages", "micro_batch", "samples_per_s", "makespan_s", "bubble_fraction",
+                "busy_per_stage", "peak_mem_bytes_per_stage"):
+        assert key in one["zbv"]
+    assert png.stat().st_size > 10_000
+
+
+def test_calibrated_run_has_memory_per_stage_and_reuses_a_saved_calibration(tmp_path, capsys):
+    cal, out = tmp_path / "cal.json", tmp_path / "sim.json"
+    args = ["simulate", "--model", "mlp", "--model-kwargs", json.dumps(TINY["model_kwargs"]), "--image-size", "4",
+            "--stages", "2", "--micro-batch", "4,8", "--micro-batches", "4", "--schedule", "local,1f1b-recompute",
+            "--reps", "1", "--json", str(out)]
+    assert main([*args, "--save-calibration", str(cal)]) == 0
+    first = json.loads(out.read_text())
+    assert main([*args, "--calibration", str(cal)]) == 0
+    again = json.loads(out.read_text())
+    assert [r["samples_per_s"] for r in first] == pytest.approx([r["samples_per_s"] for r in again])
+    assert all(len(r["peak_mem_bytes_per_stage"]) == 2 and r["costs"] == "calibrated" for r in again)
+    # a calibration of another model (here: other image size) is refused
+    other = [("8" if a == "4" and prev == "--image-size" else a) for prev, a in zip(["", *args], args)]
+    assert main([*other, "--calibration", str(cal)]) == 2
+    assert "calibration" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--schedule", "pipedream", "--uniform-times", "1,2"], "unknown schedule 'pipedream'"),
+    (["--schedule", "1f1b", "--stages", "4", "--micro-batches", "2", "--uniform-times", "1,2"], "micro_batches >= stages"),
+    (["--uniform-times", "1,2", "--link", "0.1,0"], "bandwidth must be > 0"),
+    (["--uniform-times", "1,2", "--json", "/proc/no/such.json"], "cannot write --json"),
+])
+def test_bad_input_exits_2_naming_the_value(argv, message, capsys):
+    assert main(["simulate", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_api_ratio_to_1f1b():
+    cfg = PipelineConfig(stages=2, micro_batches=4, steps=1, warmup_steps=0)
+    records = api.run(cfg, ["1f1b", "local"], [2], uniform=(1.0, 2.0))
+    ratios = {r["schedule"]: r["ratio"] for r in api.ratios(records)}
+    assert ratios["1f1b"] == 1.0
+    assert ratios["local"] == pytest.approx(((4 + 1) * 3) / (1 + 4 * 3))
+
+
+def test_validation_runs_real_pipelines_and_simulator_side_by_side(tmp_path):
+    """Tiny sizes (the real check runs on an idle machine): the table has both sides for every
+    schedule, the ratios are computed against 1F1B, and the memory accounting is exact."""
+    base = PipelineConfig(**TINY, micro_batches=4, steps=1, warmup_steps=1, timeout=60.0)
+    df = validate.compare(base, [2], [4], ["local", "local-per-step", "gpipe", "1f1b", "1f1b-recompute"], reps=1)
+    assert sorted(df.schedule) == sorted(["local", "local-per-step", "gpipe", "1f1b", "1f1b-recompute"])
+    assert (df.measured_samples_per_s > 0).all() and (df.simulated_samples_per_s > 0).all()
+    assert df[df.schedule == "1f1b"].measured_ratio_vs_1f1b.tolist() == [1.0]
+    assert df.saved_bytes_max_rel_error.max() == 0.0
+    md, csv = validate.write(df, tmp_path / "v.md", "test note")
+    assert "test note" in md.read_text() and "| local |" in md.read_text().replace("| mlp | 2 | 4 ", "")
+    assert csv.exists()
+
+
+def test_calibration_measures_every_block_and_head():
+    bc = measure(PipelineConfig(**TINY, micro_batch=4), reps=1)
+    assert bc.blocks == 4
+    for name in ("forward", "backward", "backward_weight", "optimizer", "head_forward", "head_backward"):
+        assert len(getattr(bc, name)) == 4 and all(v > 0 for v in getattr(bc, name))
+    assert bc.out_bytes == [4 * 16 * 4] * 4        # micro-batch x width x float32 bytes
+
+
+def test_link_is_measured_between_two_processes():
+    link = measure_link(small=4, large=1 << 20, reps=3)
+    assert 0 <= link.latency < 0.1 and link.bandwidth > 1e6
+    with pytest.raises(ValueError, match="small=8, large=4"):
+        measure_link(small=8, large=4)
+
+
+def test_validation_against_stored_runs_uses_their_cuts_and_settings():
+    records = [r for r in json.loads(open(ROOT / "results/pipeline/resnet18w16_chunked2_cpu2.json").read())
+               if r["micro_batch"] == 8]
+    df = validate.against(records, reps=1)
+    assert sorted(df.schedule) == sorted(["local", "local-per-step", "gpipe", "1f1b", "1f1b-recompute"])
+    assert df.measured_samples_per_s.tolist() == [r["samples_per_s"] for r in records if r["schedule"] != "ddp"]
+    assert df.saved_bytes_max_rel_error.max() == 0.0
+    with pytest.raises(ValueError, match="no 1f1b run"):
+        validate.against([r for r in records if r["schedule"] != "1f1b"], reps=1)
