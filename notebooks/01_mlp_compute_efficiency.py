@@ -50,12 +50,13 @@ from pathlib import Path
 from IPython.display import display
 
 from paper_repro import analysis, plots, settings, sweep
-from paper_repro.notebooks import check_parameters
+from paper_repro.notebooks import check_parameters, notebook_path
 
 check_parameters(dict(profile=profile, figures_dir=figures_dir, results_dir=results_dir, data_dir=data_dir,
                       device=device, workers=workers, rule=rule, targets=targets, train_missing=train_missing),
                  dict(profile=str, figures_dir=str, results_dir=str, data_dir=(str, type(None)), device=str,
                       workers=int, rule=(str, type(None)), targets=(list, type(None)), train_missing=bool))
+figures_dir, results_dir, data_dir = (notebook_path(p) for p in (figures_dir, results_dir, data_dir))
 study = "mlp"
 grid = settings.compute_grid(study, profile)
 # the quick profile always trains afresh (a temporary store); cpu/full resume their store

@@ -48,7 +48,7 @@ from IPython.display import display
 from paper_repro import plots
 from paper_repro.distributed import bench, report
 from paper_repro.distributed.options import configs_for
-from paper_repro.notebooks import check_parameters
+from paper_repro.notebooks import check_parameters, notebook_path
 from paper_repro.settings import pipeline_settings
 
 import json
@@ -56,6 +56,7 @@ from pathlib import Path
 
 check_parameters(dict(profile=profile, figures_dir=figures_dir, results=results),
                  dict(profile=str, figures_dir=str, results=(str, type(None))))
+figures_dir, results = notebook_path(figures_dir), notebook_path(results)
 settings = pipeline_settings(profile)
 if results is not None:  # the settings of the stored run
     with open(results) as f:

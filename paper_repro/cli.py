@@ -105,6 +105,8 @@ def add_train(subparsers) -> None:
     p.add_argument("--dataset", default="digits", choices=DATASETS,
                    help="digits and text need no download; cifar10 and imagenet need --data-dir")
     p.add_argument("--data-dir", default=None, help="where the data set lives (see README: Data)")
+    p.add_argument("--download", action="store_true",
+                   help="fetch a missing CIFAR-10 into --data-dir first (torchvision's downloader)")
     p.add_argument("--steps", type=positive_int, default=500, help="optimizer steps")
     p.add_argument("--batch-size", type=positive_int, default=64,
                    help="examples per step (at most the training set's size)")
@@ -137,6 +139,8 @@ def add_sweep(subparsers) -> None:
     p.add_argument("--results", default="results", metavar="DIR",
                    help="parent folder of the store; the store is DIR/<grid name>")
     p.add_argument("--data-dir", default=None, help="where the data set lives (e.g. a CIFAR-10 folder)")
+    p.add_argument("--download", action="store_true",
+                   help="fetch a missing CIFAR-10 into --data-dir first (torchvision's downloader)")
     p.add_argument("--workers", type=int, default=1, help="parallel worker processes (one per GPU on CUDA)")
     p.add_argument("--shard", default="0/1", help="run only shard i of n (i counts from 0), e.g. 2/8")
     p.add_argument("--device", default="cpu", help="cpu, cuda or mps")
@@ -205,6 +209,22 @@ def add_notebooks(subparsers) -> None:
                      help="per-cell timeout in seconds (None: no limit)")
     run.add_argument("--notebooks-dir", default=str(NOTEBOOKS_DIR), metavar="DIR",
                      help="directory holding the notebooks")
+    run.add_argument("--data-dir", action="append", default=[], metavar="DATASET=PATH",
+                     help="where a data set lives, e.g. cifar10=/data/cifar10, imagenet=/data/imagenet, "
+                          "text=/data/lm1b.txt (repeatable); passed as data_dir to the notebooks that read it")
+    run.add_argument("--download", action="store_true",
+                     help="fetch a missing CIFAR-10 into its --data-dir (torchvision) before running")
+    run.add_argument("--device", default=None,
+                     help="passed to every notebook that has a device parameter (None: cuda for the full "
+                          "profile, each notebook's own default otherwise)")
+    run.add_argument("--workers", type=positive_int, default=None,
+                     help="parallel sweep workers of the notebooks that have them (None: their default)")
+    run.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                     help="any notebook parameter (VALUE read as JSON, else as a string), to every notebook "
+                          "that declares it (repeatable)")
+    run.add_argument("--dry-run", action="store_true",
+                     help="check CUDA, data and the output folder and print the plan (FLOPs, GPU-hours); "
+                          "train nothing")
     run.set_defaults(func=Handler(HANDLERS["notebooks run"]))
 
 

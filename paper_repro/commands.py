@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from . import bench, notebooks, settings, signals, train
+from . import bench, datafiles, notebooks, preflight, settings, signals, train
 from .distributed import bench as pipeline_bench
 from .distributed.launch import PipelineError
 from .distributed.options import configs_from_args
@@ -94,6 +94,8 @@ def run_train(args) -> int:
                             model_kwargs=args.model_kwargs, data_kwargs=args.data_kwargs,
                             progress=not args.no_progress)
     cfg.validate()
+    if args.download:
+        datafiles.locate(cfg.dataset, cfg.data_dir, download=True)
     data = train.load_data(cfg)
     check_batch_fits(cfg.batch_size, data)
     try:
@@ -130,6 +132,8 @@ def run_sweep_command(args) -> int:
             raise ValueError(f"cannot read grid file {args.grid}: {e}") from None
     else:
         grid = settings.compute_grid(args.study, args.profile)
+    if args.download:  # here, once, before any worker starts
+        datafiles.locate(grid.dataset, args.data_dir, download=True)
     print(cost_line(grid), file=sys.stderr, flush=True)
     try:
         report = run_sweep(grid, Path(args.results) / grid.name, workers=args.workers,
@@ -205,11 +209,55 @@ def _print_notebook_summary(results) -> None:
         print(f"{name:<40} {seconds:8.1f} s  {status}")
 
 
+def parse_data_dirs(items: list[str]) -> dict:
+    """``["cifar10=/data/c10", ...]`` -> ``{"cifar10": "/data/c10"}``; a clear error otherwise."""
+    dirs = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise ValueError(f"--data-dir expects DATASET=PATH (e.g. cifar10=/data/cifar10), got {item!r}")
+        dirs[name] = path
+    return dirs
+
+
+def parse_value(text: str):
+    """A ``-p NAME VALUE`` value: JSON if it parses (numbers, true/false, null, lists), else the string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
 def run_notebooks_command(args) -> int:
+    dirs = parse_data_dirs(args.data_dir)
+    sources = preflight.data_sources(args.profile, dirs)  # checks the data set names
+    parameters = {name: parse_value(value) for name, value in args.parameter}
+    device = args.device or ("cuda" if args.profile == "full" else None)
+    if device is not None:
+        parameters["device"] = device
+    if args.workers is not None:
+        parameters["workers"] = args.workers
+    if args.download:
+        for name, path in dirs.items():
+            datafiles.locate(name, path, download=True)
+    if args.profile == "full" or args.dry_run:
+        on_cpu = device is not None and device.startswith("cpu")
+        report = preflight.check(args.profile, dirs, notebooks.REPO_ROOT / "results", min_devices=0 if on_cpu else 1)
+        print(preflight.format_plan(report.plan))
+        for problem in report.problems:
+            print(f"problem: {problem}", file=sys.stderr)
+        if not report.ok and not args.dry_run:
+            print("error: the checks above failed; nothing was run (--device cpu runs the full profile on the "
+                  "CPU on purpose)", file=sys.stderr)
+            return 2
+        if args.dry_run:
+            return 0 if report.ok else 1
+    per_notebook = {nb: {"data_dir": path} for nb, (_, path) in sources.items() if path is not None}
     try:
         results = notebooks.run_notebooks(profile=args.profile, only=args.only, out_dir=args.out,
                                           figures_dir=args.figures, timeout=args.timeout,
-                                          notebooks_dir=args.notebooks_dir)
+                                          notebooks_dir=args.notebooks_dir, parameters=parameters,
+                                          per_notebook=per_notebook)
     except notebooks.NotebooksInterrupted as stop:
         _print_notebook_summary(stop.results)
         print(f"{signals.describe(stop)}: {stop}", file=sys.stderr)

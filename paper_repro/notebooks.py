@@ -103,6 +103,16 @@ def stop_children(grace: float = 5.0) -> int:
     return len(children)
 
 
+def notebook_parameters(pm, path: Path, base: dict, *extra: dict | None) -> dict:
+    """``base`` plus each of ``extra``'s entries that the notebook at ``path`` declares in its
+    ``parameters`` cell (Papermill's inspection of that cell)."""
+    declared = set(pm.inspect_notebook(str(path)))
+    out = dict(base)
+    for more in extra:
+        out.update({k: v for k, v in (more or {}).items() if k in declared})
+    return out
+
+
 def _execute(pm, path: Path, out_path: Path, params: dict, timeout) -> None:
     """``pm.execute_notebook`` in a worker thread, so that Ctrl-C and SIGTERM reach this (main)
     thread (the notebook client would otherwise take them over, shut the kernel down and let
@@ -158,7 +168,7 @@ def select_notebooks(paths, only=None):
 
 
 def run_notebooks(profile="quick", only=None, out_dir="out/notebooks", figures_dir="figures",
-                  timeout=None, notebooks_dir=NOTEBOOKS_DIR):
+                  timeout=None, notebooks_dir=NOTEBOOKS_DIR, parameters=None, per_notebook=None):
     """Execute the notebooks with Papermill.
 
     profile: 'quick' | 'cpu' | 'full', injected as the notebook parameter ``profile``.
@@ -167,6 +177,9 @@ def run_notebooks(profile="quick", only=None, out_dir="out/notebooks", figures_d
     figures_dir: injected as an absolute path; notebooks save their figures there.
     timeout: per-cell execution timeout in seconds (None: no limit).
     notebooks_dir: where the ``*.ipynb`` files are (default: the repo's notebooks/).
+    parameters: ``{name: value}`` injected into every notebook that declares that parameter.
+    per_notebook: ``{notebook stem: {name: value}}`` injected into that notebook (after
+    ``parameters``), again only where the notebook declares the parameter.
 
     Relative ``out_dir`` / ``figures_dir`` are taken from the current directory.
     Returns a list of (name, seconds, status) with status 'ok' or 'failed'.
@@ -195,7 +208,8 @@ def run_notebooks(profile="quick", only=None, out_dir="out/notebooks", figures_d
                 out_path = out_dir / path.name
                 t0 = time.perf_counter()
                 try:
-                    _execute(pm, path, out_path, params, timeout)
+                    _execute(pm, path, out_path, notebook_parameters(pm, path, params, parameters,
+                                                                     (per_notebook or {}).get(path.stem)), timeout)
                     status = "ok"
                 except Exception as e:  # one bad notebook must not stop the batch
                     status = "failed"

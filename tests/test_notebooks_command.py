@@ -1,0 +1,90 @@
+"""`paper-repro notebooks run` as the GPU-server entry point: parameters passed through, data
+folders per data set, the preflight (--dry-run and at the start of a full run), --download."""
+import time
+
+import papermill as pm
+import pytest
+import torch
+
+from paper_repro import cli, commands, notebooks
+
+NB = notebooks.NOTEBOOKS_DIR
+
+
+def run(argv, capsys):
+    try:
+        rc = cli.main([str(a) for a in argv])
+    except SystemExit as exc:
+        rc = exc.code
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    """Record the keyword arguments notebooks.run_notebooks is called with (nothing runs)."""
+    calls = []
+    monkeypatch.setattr(notebooks, "run_notebooks", lambda **kw: calls.append(kw) or [])
+    return calls
+
+
+def test_parameters_data_dirs_device_and_workers_reach_the_notebooks(captured, capsys, tmp_path):
+    rc, _, err = run(["notebooks", "run", "--profile", "cpu", "--data-dir", f"cifar10={tmp_path}",
+                      "--device", "cpu", "--workers", "2", "-p", "targets", "[1.5, 1.2]", "-p", "rule", "eval"],
+                     capsys)
+    assert rc == 0, err
+    kw = captured[0]
+    assert kw["parameters"] == {"targets": [1.5, 1.2], "rule": "eval", "device": "cpu", "workers": 2}
+    assert kw["per_notebook"]["01_mlp_compute_efficiency"] == {"data_dir": str(tmp_path)}
+    assert "02_transformer_compute_efficiency" not in kw["per_notebook"]  # text: no folder given
+
+
+def test_only_declared_parameters_are_injected():
+    base = {"profile": "quick"}
+    got = notebooks.notebook_parameters(pm, NB / "01_mlp_compute_efficiency.ipynb", base,
+                                        {"workers": 3, "no_such_parameter": 1}, {"data_dir": "/d"})
+    assert got == {"profile": "quick", "workers": 3, "data_dir": "/d"}
+    assert notebooks.notebook_parameters(pm, NB / "00_quickstart.ipynb", base, {"workers": 3}) == base
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--data-dir", "cifar10"], ["DATASET=PATH", "'cifar10'"]),
+    (["--data-dir", "mnist=/x"], ["mnist", "cifar10", "imagenet", "text"]),
+])
+def test_bad_data_dir_is_named(argv, words, captured, capsys):
+    rc, _, err = run(["notebooks", "run", "--profile", "cpu", *argv], capsys)
+    assert rc == 2 and "Traceback" not in err and all(w in err for w in words), err
+    assert not captured
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+def test_dry_run_on_a_cpu_machine_lists_every_missing_requirement_quickly(captured, capsys, tmp_path):
+    t0 = time.perf_counter()
+    rc, out, err = run(["notebooks", "run", "--profile", "full", "--dry-run",
+                        "--data-dir", f"cifar10={tmp_path / 'missing'}"], capsys)
+    assert rc == 1 and time.perf_counter() - t0 < 20
+    problems = [line for line in err.splitlines() if line.startswith("problem:")]
+    assert any("CUDA" in p for p in problems)
+    assert any(str(tmp_path / "missing") in p for p in problems)
+    assert any("imagenet" in p.lower() for p in problems)
+    assert "total" in out and not captured
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+def test_full_run_refuses_to_start_without_cuda_unless_asked(captured, capsys):
+    rc, _, err = run(["notebooks", "run", "--profile", "full", "--only", "00"], capsys)
+    assert rc == 2 and "--device cpu" in err and not captured
+
+
+def test_download_is_offered_by_train_sweep_and_notebooks(monkeypatch, capsys, tmp_path):
+    asked = []
+    monkeypatch.setattr(commands.datafiles, "locate", lambda name, path, download=False: asked.append(
+        (name, path, download)) or (_ for _ in ()).throw(ValueError(f"stop after locate({name!r})")))
+    rc, _, err = run(["train", "--dataset", "cifar10", "--data-dir", tmp_path, "--download"], capsys)
+    assert rc == 2 and asked[-1] == ("cifar10", str(tmp_path), True)
+    rc, _, err = run(["sweep", "mlp", "--profile", "cpu", "--data-dir", tmp_path, "--download",
+                      "--results", tmp_path / "r"], capsys)
+    assert rc == 2 and asked[-1] == ("cifar10", str(tmp_path), True)
+    rc, _, err = run(["notebooks", "run", "--profile", "cpu", "--data-dir", f"cifar10={tmp_path}", "--download"],
+                     capsys)
+    assert rc == 2 and asked[-1] == ("cifar10", str(tmp_path), True)
