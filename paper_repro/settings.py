@@ -181,7 +181,10 @@ _SIMILARITY = {
                         dict(name="width1024", change="width 1024", width=1024),
                         dict(name="combined", change="classifier as the last block + full training set + fixed "
                                                      "probe set", last_block="classifier",
-                             data_kwargs=dict(max_test=1000), probe_examples=1024)])),
+                             data_kwargs=dict(max_test=1000), probe_examples=1024),
+                        dict(name="backprop_path_deep_heads", change="trajectory trained by backprop + auxiliary "
+                                                                     "heads shaped like the rest of the net",
+                             trajectory="backprop", heads="deep")])),
         "full": dict(dataset="cifar10", data_kwargs={}, depth=5, width=1024, steps=10000,
                      every=100, batch_size=128, lr=3e-4, seeds=[0, 1, 2, 3, 4],
                      methods=["greedy", "overlapping", "chunked-2"]),

@@ -173,13 +173,14 @@ def summarise_ablation(S: dict, root: str | Path) -> dict[str, pd.DataFrame]:
         summary.append({"variant": variant["name"], "change": variant.get("change", ""), "seeds": len(units),
                         **{f"layer_{k}": v for k, v in measured.items()},
                         "distance_to_paper": round(paper_distance(measured), 3),
+                        "layers_compared": min(len(measured), len(PAPER_GREEDY_COSINE)),
                         "final_loss": round(float(np.mean([u["final_loss"] for u in units])), 3),
                         "test_acc": round(float(np.mean([u["test_acc"] for u in units])), 3)})
     if not frames:
         raise ValueError(f"no ablation units saved in {root}")
     tables = {"ablation_cosine": pd.concat(frames, ignore_index=True)[["variant", "seed", "step", "layer", "cosine"]],
               "ablation_layers": pd.concat(layers, ignore_index=True)[["variant", *claims.columns]],
-              "ablation_summary": pd.DataFrame(summary)}
+              "ablation_summary": _layers_in_order(pd.DataFrame(summary))}
     for name, t in tables.items():
         store.write_table(name, t)
     return tables
@@ -187,6 +188,13 @@ def summarise_ablation(S: dict, root: str | Path) -> dict[str, pd.DataFrame]:
 
 def _unit_settings(V: dict) -> dict:
     return json.loads(json.dumps({k: v for k, v in V.items() if k != "ablation"}))
+
+
+def _layers_in_order(df: pd.DataFrame) -> pd.DataFrame:
+    """``layer_1 .. layer_N`` together after ``seeds``, whatever depth each variant has."""
+    layer_cols = sorted((c for c in df.columns if c.startswith("layer_")), key=lambda c: int(c.split("_")[1]))
+    front = ["variant", "change", "seeds"]
+    return df[front + layer_cols + [c for c in df.columns if c not in front and c not in layer_cols]]
 
 
 def run_ablation(S: dict, data_dir, root: str | Path, device: str = "cpu", log=print,
