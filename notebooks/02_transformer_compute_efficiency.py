@@ -60,7 +60,7 @@ figures_dir, results_dir, data_dir = (notebook_path(p) for p in (figures_dir, re
 study = "transformer"
 grid = settings.compute_grid(study, profile)
 # the quick profile always trains afresh (a temporary store); cpu/full resume their store
-root = Path(tempfile.mkdtemp()) / grid.name if profile == "quick" else Path(results_dir) / grid.name
+root = Path(tempfile.mkdtemp()) / grid.name if profile == "quick" else Path(results_dir) / sweep.store_name(grid, data_dir)
 if train_missing or profile == "quick":
     print(sweep.run_sweep(grid, root, workers=workers, device=device, data_dir=data_dir,
                           threads=None if device.startswith("cuda") else 1, progress=profile != "quick"))

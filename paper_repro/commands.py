@@ -22,7 +22,7 @@ from .distributed.launch import PipelineError
 from .distributed.options import configs_from_args
 from .distributed.report import format_table, format_targets, median_records, targets, to_frame
 from .distributed.run import write_json
-from .sweep import Grid, SweepInterrupted, cost_line, parse_shard, run_sweep
+from .sweep import Grid, SweepInterrupted, cost_line, parse_shard, run_sweep, store_name
 
 # file extension -> (what it is, the modules of which at least one must be importable)
 OUTPUT_FORMATS = {".csv": ("CSV", ()), ".json": ("JSON, a list of rows", ()),
@@ -136,7 +136,7 @@ def run_sweep_command(args) -> int:
         datafiles.locate(grid.dataset, args.data_dir, download=True)
     print(cost_line(grid), file=sys.stderr, flush=True)
     try:
-        report = run_sweep(grid, Path(args.results) / grid.name, workers=args.workers,
+        report = run_sweep(grid, Path(args.results) / store_name(grid, args.data_dir), workers=args.workers,
                            shard=parse_shard(args.shard), device=args.device, data_dir=args.data_dir,
                            progress=not args.no_progress, threads=args.threads)
     except SweepInterrupted as stop:

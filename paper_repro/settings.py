@@ -94,7 +94,7 @@ _GRIDS = {
         eval_examples=10000, eval_every_examples=25600, train_eval_examples=10000,
         description="8x4096 MLP on CIFAR-10 (paper scale)"),
     ("transformer", "full"): dict(
-        name="transformer_lm1b_full", model="transformer", dataset="text",
+        name="transformer_text_full", model="transformer", dataset="text",
         model_kwargs=dict(d_model=512, n_layers=6, n_heads=8), data_kwargs=dict(seq_len=128),
         methods=["backprop", "greedy", "overlapping", "chunked-2", "chunked-3"], batch_sizes=pow2(4, 11),
         lrs=loggrid(1e-4, 1e-3, 3), steps=20000, examples=2_000_000, min_steps=500, eval_every=1000,

@@ -131,3 +131,14 @@ def test_missing_data_is_one_clear_error(tmp_path):
     g = tiny_grid(name="nodata", dataset="cifar10")
     with pytest.raises(ValueError, match="cifar10 needs a data directory"):
         sweep.run_sweep(g, tmp_path / "nodata", progress=False)
+
+
+def test_store_named_after_the_text_it_trains_on():
+    text = sweep.Grid(name="lm", model="transformer", dataset="text", methods=["backprop"], batch_sizes=[4],
+                      lrs=[1e-3])
+    assert sweep.store_name(text) == "lm"                                   # the built-in corpus
+    assert sweep.store_name(text, "/data/lm1b/train.txt") == "lm-train"
+    assert sweep.store_name(text, "/data/lm1b/") == "lm-lm1b"
+    images = sweep.Grid(name="c", model="mlp", dataset="cifar10", methods=["backprop"], batch_sizes=[4],
+                        lrs=[1e-3])
+    assert sweep.store_name(images, "/anywhere/cifar10") == "c"             # CIFAR-10 is CIFAR-10

@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -187,3 +188,14 @@ def cost_line(grid: Grid, pending: int | None = None) -> str:
     todo = f", {pending} pending" if pending is not None else ""
     return (f"grid {grid.name}: {n} points{todo}; {bound}{examples:.3g} training examples and "
             f"{bound}{flops:.3g} FLOPs (forward+backward, all blocks and heads, at the step caps)")
+
+
+def store_name(grid: Grid, data_dir=None) -> str:
+    """The folder name of ``grid``'s store when it trains on ``data_dir``: the grid's name, and
+    for text (any corpus fits the same grid) the corpus's name after it, so that a run on
+    LM1B and one on the built-in pydoc text never share a store (``<name>-<file stem>``)."""
+    if grid.dataset != "text" or data_dir is None:
+        return grid.name
+    stem = Path(str(data_dir).rstrip("/")).stem or "text"
+    slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in stem)
+    return f"{grid.name}-{slug}"
