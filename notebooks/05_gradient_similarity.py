@@ -22,7 +22,7 @@
 # %% tags=["parameters"]
 profile = "quick"          # quick | cpu | full
 figures_dir = "../figures"  # relative paths start at this notebook's folder
-data_dir = "../../shared/data/cifar10-jpeg"  # cpu/full profiles (06 full: an ImageNet tree)
+data_dir = None             # cpu/full: a CIFAR-10 folder (ImageFolder tree or cifar-10-batches-py)
 results_dir = "../results/similarity"        # tables of the cpu/full runs
 num_threads = 1                              # torch CPU threads (0: torch's default)
 retrain = False                              # cpu/full: train again instead of reading the saved tables

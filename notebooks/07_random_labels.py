@@ -27,7 +27,7 @@
 # %% tags=["parameters"]
 profile = "quick"          # quick | cpu | full
 figures_dir = "../figures"  # relative paths start at this notebook's folder
-data_dir = "../../shared/data/cifar10-jpeg"  # quick profile: unused (offline digits)
+data_dir = None             # cpu: a CIFAR-10 folder; full: a CIFAR-10 (07) or ImageNet (06) tree; quick: unused
 results_dir = "../results/similarity"        # where the cpu/full runs keep their results
 num_threads = 1                              # torch CPU threads (0: torch's default)
 
