@@ -29,7 +29,7 @@
 # than backprop in the *high-compute regime*: where bigger batches no longer cut the number of
 # steps. The steps-vs-batch figure below shows where that regime starts.
 # Quick profile (what the tests run): a 4-layer d=32 byte-level Transformer on Python's pydoc text. `cpu`
-# profile: a 4-layer d=32 Transformer on 16-byte windows of the same text (`paper_repro.settings`). Results of the
+# profile: the same model on 16-byte windows, batches of 2-512 windows (`paper_repro.settings`). Results of the
 # `cpu`/`full` profiles are kept in `results/<sweep>/`; a rerun only adds missing points.
 
 # %% tags=["parameters"]
@@ -44,12 +44,9 @@ targets = None              # None: the profile's targets (or picked from the da
 train_missing = True        # False: only read the points already in the store (cpu/full)
 
 # %%
-import tempfile
-from pathlib import Path
-
 from IPython.display import display
 
-from paper_repro import analysis, plots, settings, sweep
+from paper_repro import analysis, plots, studies
 from paper_repro.notebooks import check_parameters, notebook_path
 
 check_parameters(dict(profile=profile, figures_dir=figures_dir, results_dir=results_dir, data_dir=data_dir,
@@ -57,23 +54,9 @@ check_parameters(dict(profile=profile, figures_dir=figures_dir, results_dir=resu
                  dict(profile=str, figures_dir=str, results_dir=str, data_dir=(str, type(None)), device=str,
                       workers=int, rule=(str, type(None)), targets=(list, type(None)), train_missing=bool))
 figures_dir, results_dir, data_dir = (notebook_path(p) for p in (figures_dir, results_dir, data_dir))
-study = "transformer"
-grid = settings.compute_grid(study, profile)
-# the quick profile always trains afresh (a temporary store); cpu/full resume their store
-root = Path(tempfile.mkdtemp()) / grid.name if profile == "quick" else Path(results_dir) / sweep.store_name(grid, data_dir)
-if train_missing or profile == "quick":
-    print(sweep.run_sweep(grid, root, workers=workers, device=device, data_dir=data_dir,
-                          threads=None if device.startswith("cuda") else 1, progress=profile != "quick"))
-df = sweep.load_results(root)
-reading = settings.analysis_settings(study, profile)
-rule = rule or reading["rule"]
-targets = targets or reading["targets"] or analysis.suggest_targets(df, n=3, rule=rule)
-tables = analysis.study_tables(df, targets, rule)
-model_label, data_label = plots.grid_labels(grid, "pydoc text" if grid.dataset == "text" and data_dir is None else data_dir)
-def title(what):
-    return plots.figure_title(what, model=model_label, dataset=data_label, profile=profile, device=device)
-print(f"{df.point_id.nunique()} of {len(grid.points())} runs, {len(df)} steps recorded, "
-      f"{(df.groupby('point_id').status.first() == 'diverged').sum()} diverged; rule {rule!r}, targets {targets}")
+S = studies.compute_study("transformer", profile, results_dir=results_dir, data_dir=data_dir, device=device,
+                          workers=workers, rule=rule, targets=targets, train_missing=train_missing)
+print(S.summary())
 
 # %% [markdown]
 # ## Cost per step
@@ -83,7 +66,7 @@ print(f"{df.point_id.nunique()} of {len(grid.points())} runs, {len(df)} steps re
 # reach if it needed no more steps than backprop.
 
 # %%
-analysis.cost_table(df)
+analysis.cost_table(S.records)
 
 # %% [markdown]
 # ## The loss that decides a target
@@ -91,8 +74,8 @@ analysis.cost_table(df)
 # method at a few batch sizes (line: mean over seeds; band: their range).
 
 # %%
-fig = plots.efficiency.plot_loss_curves(df, title("Training-subset loss vs examples"), rule=rule)
-plots.save_figure(fig, f"02_transformer_loss_{profile}", figures_dir);
+fig = plots.efficiency.plot_loss_curves(S.records, S.title("Training-subset loss vs examples"), rule=S.rule)
+plots.save_figure(fig, S.figure("loss"), figures_dir);
 
 # %% [markdown]
 # ## Where bigger batches stop helping
@@ -103,11 +86,11 @@ plots.save_figure(fig, f"02_transformer_loss_{profile}", figures_dir);
 # `last_doubling`, the steps at the second-largest batch over the largest (below 1.3: flat).
 
 # %%
-fig = plots.efficiency.plot_steps_vs_batch(tables.steps_vs_batch, title("Steps to target vs batch size"))
-plots.save_figure(fig, f"02_transformer_steps_vs_batch_{profile}", figures_dir);
+fig = plots.efficiency.plot_steps_vs_batch(S.tables.steps_vs_batch, S.title("Steps to target vs batch size"))
+plots.save_figure(fig, S.figure("steps_vs_batch"), figures_dir);
 
 # %%
-tables.critical
+S.tables.critical
 
 # %% [markdown]
 # ## Time vs compute to a target loss
@@ -116,9 +99,9 @@ tables.critical
 # compute, fewer sequential steps.
 
 # %%
-display(tables.configs.groupby(["target", "method"]).reached.agg(["sum", "count"]).unstack("method"))
-fig = plots.efficiency.plot_frontiers(tables.configs, tables.fronts, title("Time vs compute to target (staircase frontiers)"))
-plots.save_figure(fig, f"02_transformer_pareto_{profile}", figures_dir);
+display(S.tables.configs.groupby(["target", "method"]).reached.agg(["sum", "count"]).unstack("method"))
+fig = plots.efficiency.plot_frontiers(S.tables.configs, S.tables.fronts, S.title("Time vs compute to target (staircase frontiers)"))
+plots.save_figure(fig, S.figure("pareto"), figures_dir);
 
 # %% [markdown]
 # ## Speedup over backprop at equal compute
@@ -128,10 +111,10 @@ plots.save_figure(fig, f"02_transformer_pareto_{profile}", figures_dir);
 # end, each with its range over seeds.
 
 # %%
-fig = plots.efficiency.plot_speedup_band(tables.speedup, list(tables.per_seed.values()),
-                                         title("Speedup over backprop at equal compute"))
-plots.save_figure(fig, f"02_transformer_speedup_{profile}", figures_dir);
-tables.headline
+fig = plots.efficiency.plot_speedup_band(S.tables.speedup, list(S.tables.per_seed.values()),
+                                         S.title("Speedup over backprop at equal compute"))
+plots.save_figure(fig, S.figure("speedup"), figures_dir);
+S.tables.headline
 
 # %% [markdown]
 # ## Does the reading of "reached" drive the result?
@@ -140,12 +123,12 @@ tables.headline
 # within 20% of the median over rules.
 
 # %%
-sensitivity = analysis.sensitivity(df, targets, reading["rules"])
+sensitivity = analysis.sensitivity(S.records, S.targets, S.sensitivity_rules)
 spread = analysis.sensitivity_spread(sensitivity)
 if profile != "quick":
-    analysis.save_tables(root, dict(headline=tables.headline, critical_batch=tables.critical,
-                                    steps_vs_batch=tables.steps_vs_batch, sensitivity=sensitivity,
-                                    sensitivity_spread=spread))
+    analysis.save_tables(S.root, dict(headline=S.tables.headline, critical_batch=S.tables.critical,
+                                      steps_vs_batch=S.tables.steps_vs_batch, sensitivity=sensitivity,
+                                      sensitivity_spread=spread))
 spread
 
 # %% [markdown]
@@ -156,6 +139,6 @@ spread
 # little; the README reports the `cpu` profile.
 
 # %%
-claims = analysis.claims_table(tables.headline, 2, "Transformer: fewer sequential compute steps than backprop (high-compute regime)")
-claims.assign(profile=profile, rule=rule, model=model_label, data=data_label, hardware=plots.hardware_label(device),
-              runs=df.point_id.nunique(), seeds=df.seed.nunique())
+claims = analysis.claims_table(S.tables.headline, 2, "Transformer: fewer sequential compute steps than backprop (high-compute regime)")
+claims.assign(profile=profile, rule=S.rule, model=S.labels[0], data=S.labels[1], hardware=plots.hardware_label(device),
+              runs=S.records.point_id.nunique(), seeds=S.records.seed.nunique())

@@ -45,12 +45,9 @@ targets = None              # None: the profile's targets (or picked from the da
 train_missing = True        # False: only read the points already in the store (cpu/full)
 
 # %%
-import tempfile
-from pathlib import Path
-
 from IPython.display import display
 
-from paper_repro import analysis, plots, settings, sweep
+from paper_repro import analysis, plots, studies
 from paper_repro.notebooks import check_parameters, notebook_path
 
 check_parameters(dict(profile=profile, figures_dir=figures_dir, results_dir=results_dir, data_dir=data_dir,
@@ -58,23 +55,9 @@ check_parameters(dict(profile=profile, figures_dir=figures_dir, results_dir=resu
                  dict(profile=str, figures_dir=str, results_dir=str, data_dir=(str, type(None)), device=str,
                       workers=int, rule=(str, type(None)), targets=(list, type(None)), train_missing=bool))
 figures_dir, results_dir, data_dir = (notebook_path(p) for p in (figures_dir, results_dir, data_dir))
-study = "resnet"
-grid = settings.compute_grid(study, profile)
-# the quick profile always trains afresh (a temporary store); cpu/full resume their store
-root = Path(tempfile.mkdtemp()) / grid.name if profile == "quick" else Path(results_dir) / sweep.store_name(grid, data_dir)
-if train_missing or profile == "quick":
-    print(sweep.run_sweep(grid, root, workers=workers, device=device, data_dir=data_dir,
-                          threads=None if device.startswith("cuda") else 1, progress=profile != "quick"))
-df = sweep.load_results(root)
-reading = settings.analysis_settings(study, profile)
-rule = rule or reading["rule"]
-targets = targets or reading["targets"] or analysis.suggest_targets(df, n=3, rule=rule)
-tables = analysis.study_tables(df, targets, rule)
-model_label, data_label = plots.grid_labels(grid, "pydoc text" if grid.dataset == "text" and data_dir is None else data_dir)
-def title(what):
-    return plots.figure_title(what, model=model_label, dataset=data_label, profile=profile, device=device)
-print(f"{df.point_id.nunique()} of {len(grid.points())} runs, {len(df)} steps recorded, "
-      f"{(df.groupby('point_id').status.first() == 'diverged').sum()} diverged; rule {rule!r}, targets {targets}")
+S = studies.compute_study("resnet", profile, results_dir=results_dir, data_dir=data_dir, device=device,
+                          workers=workers, rule=rule, targets=targets, train_missing=train_missing)
+print(S.summary())
 
 # %% [markdown]
 # ## Cost per step
@@ -84,7 +67,7 @@ print(f"{df.point_id.nunique()} of {len(grid.points())} runs, {len(df)} steps re
 # reach if it needed no more steps than backprop.
 
 # %%
-analysis.cost_table(df)
+analysis.cost_table(S.records)
 
 # %% [markdown]
 # ## The loss that decides a target
@@ -92,8 +75,8 @@ analysis.cost_table(df)
 # method at a few batch sizes (line: mean over seeds; band: their range).
 
 # %%
-fig = plots.efficiency.plot_loss_curves(df, title("Training-subset loss vs examples"), rule=rule)
-plots.save_figure(fig, f"03_resnet_loss_{profile}", figures_dir);
+fig = plots.efficiency.plot_loss_curves(S.records, S.title("Training-subset loss vs examples"), rule=S.rule)
+plots.save_figure(fig, S.figure("loss"), figures_dir);
 
 # %% [markdown]
 # ## Where bigger batches stop helping
@@ -104,11 +87,11 @@ plots.save_figure(fig, f"03_resnet_loss_{profile}", figures_dir);
 # `last_doubling`, the steps at the second-largest batch over the largest (below 1.3: flat).
 
 # %%
-fig = plots.efficiency.plot_steps_vs_batch(tables.steps_vs_batch, title("Steps to target vs batch size"))
-plots.save_figure(fig, f"03_resnet_steps_vs_batch_{profile}", figures_dir);
+fig = plots.efficiency.plot_steps_vs_batch(S.tables.steps_vs_batch, S.title("Steps to target vs batch size"))
+plots.save_figure(fig, S.figure("steps_vs_batch"), figures_dir);
 
 # %%
-tables.critical
+S.tables.critical
 
 # %% [markdown]
 # ## Time vs compute to a target loss
@@ -117,9 +100,9 @@ tables.critical
 # compute, fewer sequential steps.
 
 # %%
-display(tables.configs.groupby(["target", "method"]).reached.agg(["sum", "count"]).unstack("method"))
-fig = plots.efficiency.plot_frontiers(tables.configs, tables.fronts, title("Time vs compute to target (staircase frontiers)"))
-plots.save_figure(fig, f"03_resnet_pareto_{profile}", figures_dir);
+display(S.tables.configs.groupby(["target", "method"]).reached.agg(["sum", "count"]).unstack("method"))
+fig = plots.efficiency.plot_frontiers(S.tables.configs, S.tables.fronts, S.title("Time vs compute to target (staircase frontiers)"))
+plots.save_figure(fig, S.figure("pareto"), figures_dir);
 
 # %% [markdown]
 # ## Speedup over backprop at equal compute
@@ -129,10 +112,10 @@ plots.save_figure(fig, f"03_resnet_pareto_{profile}", figures_dir);
 # end, each with its range over seeds.
 
 # %%
-fig = plots.efficiency.plot_speedup_band(tables.speedup, list(tables.per_seed.values()),
-                                         title("Speedup over backprop at equal compute"))
-plots.save_figure(fig, f"03_resnet_speedup_{profile}", figures_dir);
-tables.headline
+fig = plots.efficiency.plot_speedup_band(S.tables.speedup, list(S.tables.per_seed.values()),
+                                         S.title("Speedup over backprop at equal compute"))
+plots.save_figure(fig, S.figure("speedup"), figures_dir);
+S.tables.headline
 
 # %% [markdown]
 # ## Does the reading of "reached" drive the result?
@@ -141,12 +124,12 @@ tables.headline
 # within 20% of the median over rules.
 
 # %%
-sensitivity = analysis.sensitivity(df, targets, reading["rules"])
+sensitivity = analysis.sensitivity(S.records, S.targets, S.sensitivity_rules)
 spread = analysis.sensitivity_spread(sensitivity)
 if profile != "quick":
-    analysis.save_tables(root, dict(headline=tables.headline, critical_batch=tables.critical,
-                                    steps_vs_batch=tables.steps_vs_batch, sensitivity=sensitivity,
-                                    sensitivity_spread=spread))
+    analysis.save_tables(S.root, dict(headline=S.tables.headline, critical_batch=S.tables.critical,
+                                      steps_vs_batch=S.tables.steps_vs_batch, sensitivity=sensitivity,
+                                      sensitivity_spread=spread))
 spread
 
 # %% [markdown]
@@ -157,6 +140,6 @@ spread
 # little; the README reports the `cpu` profile.
 
 # %%
-claims = analysis.claims_table(tables.headline, None, "ResNet: fewer sequential compute steps than backprop")
-claims.assign(profile=profile, rule=rule, model=model_label, data=data_label, hardware=plots.hardware_label(device),
-              runs=df.point_id.nunique(), seeds=df.seed.nunique())
+claims = analysis.claims_table(S.tables.headline, None, "ResNet: fewer sequential compute steps than backprop")
+claims.assign(profile=profile, rule=S.rule, model=S.labels[0], data=S.labels[1], hardware=plots.hardware_label(device),
+              runs=S.records.point_id.nunique(), seeds=S.records.seed.nunique())

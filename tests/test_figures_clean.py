@@ -27,6 +27,11 @@ def quick_figure_patterns() -> dict[str, str]:
             name = name.replace("{profile}", "quick").replace("{tag}", "quick")  # 04: tag = profile when run here
             pattern = re.sub(r"\\\{[^}]*\\\}", "[a-z0-9]+", re.escape(name))
             out[f"{nb.stem}: {name}"] = pattern + r"\.png"
+        # notebooks 01-03 name their figures through paper_repro.studies.Study.figure
+        study = re.search(r"compute_study\(\"([a-z-]+)\"", nb.read_text())
+        for what in re.findall(r"save_figure\(\s*fig,\s*S\.figure\(\"([^\"]+)\"\)", nb.read_text()):
+            name = f"{nb.stem[:2]}_{study.group(1)}_{what}_quick"
+            out[f"{nb.stem}: {name}"] = re.escape(name) + r"\.png"
     return out
 
 

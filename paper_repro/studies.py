@@ -1,0 +1,75 @@
+"""One compute-efficiency study, end to end, as notebooks 01-03 run it: the profile's grid, its
+sweep (resumed, or only read), the records and every analysis table, with figure titles.
+
+    S = studies.compute_study("mlp", "quick")
+    plots.efficiency.plot_steps_vs_batch(S.tables.steps_vs_batch, S.title("Steps to target vs batch size"))
+"""
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from . import analysis, settings, sweep
+from .plots.labels import figure_title, grid_labels
+
+# the number of each study's notebook: its figures are named NN_<study>_<what>_<profile>.png
+NOTEBOOK_NUMBERS = {"mlp": "01", "transformer": "02", "resnet": "03"}
+
+
+@dataclass
+class Study:
+    study: str
+    profile: str
+    device: str
+    grid: sweep.Grid
+    root: Path
+    records: pd.DataFrame
+    rule: str
+    targets: list
+    sensitivity_rules: list
+    tables: analysis.StudyTables
+    labels: tuple = field(default=("", ""))
+
+    def title(self, what: str) -> str:
+        """A figure title: ``what``, then model, data set, profile and hardware."""
+        model, data = self.labels
+        return figure_title(what, model=model, dataset=data, profile=self.profile, device=self.device)
+
+    def figure(self, what: str) -> str:
+        """The figure's file name: ``NN_<study>_<what>_<profile>``."""
+        return f"{NOTEBOOK_NUMBERS.get(self.study, '00')}_{self.study}_{what}_{self.profile}"
+
+    def summary(self) -> str:
+        df = self.records
+        diverged = int((df.groupby("point_id").status.first() == "diverged").sum())
+        return (f"{df.point_id.nunique()} of {len(self.grid.points())} runs, {len(df)} steps recorded, "
+                f"{diverged} diverged; rule {self.rule!r}, targets {self.targets}")
+
+
+def compute_study(study: str, profile: str = "quick", *, results_dir="results", data_dir=None, device="cpu",
+                  workers: int = 1, rule: str | None = None, targets=None, train_missing: bool = True) -> Study:
+    """Run (or resume) the sweep of ``study`` at ``profile`` and analyse it.
+
+    The quick profile always trains afresh in a temporary store; cpu/full resume their store
+    ``results_dir/<store name>``, or with ``train_missing=False`` only read what it holds.
+    ``rule`` and ``targets`` default to the profile's (``settings.analysis_settings``; targets
+    picked from the data when the profile fixes none)."""
+    grid = settings.compute_grid(study, profile)
+    if profile == "quick":
+        root = Path(tempfile.mkdtemp()) / grid.name
+    else:
+        root = Path(results_dir) / sweep.store_name(grid, data_dir)
+    if train_missing or profile == "quick":
+        print(sweep.run_sweep(grid, root, workers=workers, device=device, data_dir=data_dir,
+                              threads=None if device.startswith("cuda") else 1, progress=profile != "quick"))
+    df = sweep.load_results(root)
+    reading = settings.analysis_settings(study, profile)
+    rule = rule or reading["rule"]
+    targets = targets or reading["targets"] or analysis.suggest_targets(df, n=3, rule=rule)
+    data_name = "pydoc text" if grid.dataset == "text" and data_dir is None else data_dir
+    return Study(study=study, profile=profile, device=device, grid=grid, root=root, records=df, rule=rule,
+                 targets=list(targets), sensitivity_rules=reading["rules"],
+                 tables=analysis.study_tables(df, targets, rule), labels=grid_labels(grid, data_name))
