@@ -44,6 +44,14 @@ def check_output(path: str, option: str = "--out") -> None:
     if needs and not any(importlib.util.find_spec(m) for m in needs):
         raise ValueError(f"{option} {path!r}: writing {what} needs {' or '.join(needs)}, and neither is "
                          f"installed (pip install {needs[0]}); or write .csv or .json")
+    check_writable(path, option)
+
+
+def check_writable(path: str, option: str) -> None:
+    """A ValueError naming ``option`` and ``path`` when a file cannot be created there."""
+    out = Path(path)
+    if out.is_dir():
+        raise ValueError(f"{option} {path!r} is a directory; give a file name")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         probe = out.with_name(out.name + ".tmp")

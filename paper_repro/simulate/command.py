@@ -16,6 +16,7 @@ import json
 from dataclasses import astuple
 from pathlib import Path
 
+from ..commands import check_writable
 from ..distributed import PipelineConfig
 from ..plots.simulate import plot_gantt
 from . import api
@@ -33,7 +34,7 @@ def run_simulate_command(args) -> int:
     link = Link(*args.link) if args.link else None
     for path, option in ((args.json, "--json"), (args.gantt, "--gantt"), (args.save_calibration, "--save-calibration")):
         if path:
-            _check_writable(path, option)
+            check_writable(path, option)
     if args.validate_against and not args.validate:
         raise ValueError("--validate-against needs --validate PATH (where the table goes)")
     if args.validate:
@@ -66,16 +67,3 @@ def run_simulate_command(args) -> int:
         Path(args.json).write_text(json.dumps(records, indent=1))
         print(f"records written to {args.json}")
     return 0
-
-
-def _check_writable(path: str, option: str) -> None:
-    out = Path(path)
-    if out.is_dir():
-        raise ValueError(f"{option} {path!r} is a directory; give a file name")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        probe = out.with_name(out.name + ".tmp")
-        probe.touch()
-        probe.unlink()
-    except OSError as err:
-        raise ValueError(f"cannot write {option} {path!r}: {err.strerror or err}") from None
