@@ -42,6 +42,7 @@ workers = 1                 # parallel sweep workers
 rule = None                 # None: the profile's target rule ("eval", "examples:W" or "steps:w")
 targets = None              # None: the profile's targets (or picked from the data)
 train_missing = True        # False: only read the points already in the store (cpu/full)
+allow_cpu = False           # full profile: True trains it on the CPU on purpose (GPU-hours of work)
 
 # %%
 from IPython.display import display
@@ -50,12 +51,15 @@ from paper_repro import analysis, plots, studies
 from paper_repro.notebooks import check_parameters, notebook_path
 
 check_parameters(dict(profile=profile, figures_dir=figures_dir, results_dir=results_dir, data_dir=data_dir,
-                      device=device, workers=workers, rule=rule, targets=targets, train_missing=train_missing),
+                      device=device, workers=workers, rule=rule, targets=targets, train_missing=train_missing,
+                      allow_cpu=allow_cpu),
                  dict(profile=str, figures_dir=str, results_dir=str, data_dir=(str, type(None)), device=str,
-                      workers=int, rule=(str, type(None)), targets=(list, type(None)), train_missing=bool))
+                      workers=int, rule=(str, type(None)), targets=(list, type(None)), train_missing=bool,
+                      allow_cpu=bool))
 figures_dir, results_dir, data_dir = (notebook_path(p) for p in (figures_dir, results_dir, data_dir))
 S = studies.compute_study("transformer", profile, results_dir=results_dir, data_dir=data_dir, device=device,
-                          workers=workers, rule=rule, targets=targets, train_missing=train_missing)
+                          workers=workers, rule=rule, targets=targets, train_missing=train_missing,
+                          allow_cpu=allow_cpu)
 print(S.summary())
 
 # %% [markdown]

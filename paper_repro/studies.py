@@ -50,13 +50,19 @@ class Study:
 
 
 def compute_study(study: str, profile: str = "quick", *, results_dir="results", data_dir=None, device="cpu",
-                  workers: int = 1, rule: str | None = None, targets=None, train_missing: bool = True) -> Study:
+                  workers: int = 1, rule: str | None = None, targets=None, train_missing: bool = True,
+                  allow_cpu: bool = False) -> Study:
     """Run (or resume) the sweep of ``study`` at ``profile`` and analyse it.
 
     The quick profile always trains afresh in a temporary store; cpu/full resume their store
     ``results_dir/<store name>``, or with ``train_missing=False`` only read what it holds.
     ``rule`` and ``targets`` default to the profile's (``settings.analysis_settings``; targets
-    picked from the data when the profile fixes none)."""
+    picked from the data when the profile fixes none). The full profile trains for GPU-hours:
+    on a CPU it starts only with ``allow_cpu=True``."""
+    if profile == "full" and train_missing and not str(device).startswith("cuda") and not allow_cpu:
+        raise ValueError(f"the full profile of {study!r} trains for GPU-hours, and device is {device!r}: set "
+                         "device='cuda', or allow_cpu=True to train it on the CPU on purpose, or "
+                         "train_missing=False to read a store")
     grid = settings.compute_grid(study, profile)
     if profile == "quick":
         root = Path(tempfile.mkdtemp()) / grid.name

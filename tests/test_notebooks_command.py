@@ -88,3 +88,21 @@ def test_download_is_offered_by_train_sweep_and_notebooks(monkeypatch, capsys, t
     rc, _, err = run(["notebooks", "run", "--profile", "cpu", "--data-dir", f"cifar10={tmp_path}", "--download"],
                      capsys)
     assert rc == 2 and asked[-1] == ("cifar10", str(tmp_path), True)
+
+
+def test_full_profile_study_refuses_the_cpu_unless_asked(tmp_path):
+    from paper_repro import studies
+
+    with pytest.raises(ValueError, match="full profile of 'mlp' trains for GPU-hours.*allow_cpu=True"):
+        studies.compute_study("mlp", "full", results_dir=tmp_path, device="cpu")
+    assert not any(tmp_path.iterdir())  # refused before a store was made
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+def test_explicit_cpu_device_lets_the_full_notebooks_train_on_the_cpu(captured, capsys, monkeypatch):
+    from paper_repro import preflight
+
+    monkeypatch.setattr(preflight, "check", lambda *a, **k: preflight.Report([], preflight.plan("quick"), 0))
+    rc, _, err = run(["notebooks", "run", "--profile", "full", "--device", "cpu", "--only", "01"], capsys)
+    assert rc == 0, err
+    assert captured[0]["parameters"]["allow_cpu"] is True and captured[0]["parameters"]["device"] == "cpu"
