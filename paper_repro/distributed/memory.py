@@ -40,16 +40,26 @@ class SavedTensorMeter:
     """Context manager: current and peak bytes of tensors saved for backward inside it."""
 
     def __init__(self, exclude: list[torch.Tensor] = ()):
-        self.exclude = {_key(p) for p in exclude}
+        self.exclude = {self.key(p) for p in exclude}
         self.live: dict[tuple, list[int]] = {}     # storage -> [references, bytes]
         self.current = 0
         self.peak = 0
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
 
+    @staticmethod
+    def key(t: torch.Tensor) -> tuple:
+        """Which storage ``t`` views (two saved views of one storage are counted once)."""
+        return _key(t)
+
+    @staticmethod
+    def counts(t: torch.Tensor) -> bool:
+        """Whether ``t`` is metered: real tensors only (meta tensors hold no memory)."""
+        return t.device.type != "meta"
+
     def _pack(self, t: torch.Tensor):
-        if not isinstance(t, torch.Tensor) or t.device.type == "meta":
+        if not isinstance(t, torch.Tensor) or not self.counts(t):
             return t
-        key = _key(t)
+        key = self.key(t)
         if key in self.exclude:
             return t
         entry = self.live.get(key)

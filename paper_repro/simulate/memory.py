@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import torch
 
 from ..distributed import DTYPES, PipelineConfig, build_learner, data_spec
-from ..distributed.memory import SavedTensorMeter, _Saved
+from ..distributed.memory import SavedTensorMeter
 from .schedules import base_schedule, in_flight_rank_peak, stages_per_rank, torch_order
 
 OPTIMIZER_COPIES = {"adam": 2, "sgd": 1}
@@ -155,25 +155,13 @@ class MetaSavedTensorMeter(SavedTensorMeter):
     """:class:`SavedTensorMeter` for meta tensors, which have no data pointer: a storage is known
     by the identity of its storage object instead."""
 
-    def __init__(self, exclude: list[torch.Tensor] = ()):
-        super().__init__()
-        self.exclude = {_storage_key(t) for t in exclude}
+    @staticmethod
+    def key(t: torch.Tensor) -> tuple:
+        return _storage_key(t)
 
-    def _pack(self, t):
-        if not isinstance(t, torch.Tensor):
-            return t
-        key = _storage_key(t)
-        if key in self.exclude:
-            return t
-        entry = self.live.get(key)
-        if entry is None:
-            size = t.untyped_storage().nbytes()
-            self.live[key] = [1, size]
-            self.current += size
-            self.peak = max(self.peak, self.current)
-        else:
-            entry[0] += 1
-        return _Saved(t, key, self)
+    @staticmethod
+    def counts(t: torch.Tensor) -> bool:
+        return True
 
 
 def stage_memory(meta: MetaNet, schedule: str, stages: int, micro_batch: int, micro_batches: int,
