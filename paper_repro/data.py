@@ -267,12 +267,8 @@ def _load_text(data_dir, seq_len, level, max_train, max_test) -> DataSet:
         corpus = text.encode("utf-8") if level == "byte" else text
         train, test, source = corpus[: int(len(corpus) * 0.9)], corpus[int(len(corpus) * 0.9):], "pydoc_data.topics"
     else:
-        path = Path(data_dir).expanduser()
-        if not path.exists():
-            raise DataError(f"text path {path} does not exist; {HINTS['text']}")
+        path = locate("text", data_dir)  # present and readable, or a DataError saying how to fix it
         if path.is_dir():
-            if not (path / "train.txt").is_file():
-                raise DataError(f"no train.txt in {path}; {HINTS['text']}")
             train = _read_text_file(path / "train.txt", level)
             test_file = next((path / f for f in ("test.txt", "valid.txt", "val.txt") if (path / f).is_file()), None)
             if test_file is not None:
