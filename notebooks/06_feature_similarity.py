@@ -12,7 +12,8 @@
 # The paper shows the 8x8 grids of the 64 first-layer filters of ResNets trained with Backprop, Two
 # Chunk, Three Chunk, Overlap and Greedy: backprop and chunked look alike, overlap and greedy look
 # noisier. Here: a ResNet-18 with the ImageNet-style first layer (64 filters of 7x7 pixels, stride 2,
-# then max-pooling), one net per method, all starting from the same random weights.
+# then max-pooling), one net per method and seed; within a seed every method starts from the same
+# random weights.
 #
 # Beside each grid, a number a reader can check: the share of each filter's energy at low spatial
 # frequency (at most a quarter cycle per pixel), averaged over the 64 filters. Random filters score
@@ -22,7 +23,7 @@
 # Profiles: `quick` = digits (8x8 grayscale, a dozen steps: the code runs, the grids mean nothing),
 # `cpu` = reads the committed results of
 # `python -m paper_repro.probes.run features --profile cpu --data-dir DIR` (full CIFAR-10 training set at
-# 32x32 px), `full` = the same command at ImageNet scale.
+# 32x32 px, 4,000 steps of 16 images, 2 seeds), `full` = the same command at ImageNet scale.
 
 # %% tags=["parameters"]
 profile = "quick"          # quick | cpu | full
@@ -35,6 +36,7 @@ num_threads = 1                              # torch CPU threads (0: torch's def
 import tempfile
 from pathlib import Path
 
+import pandas as pd
 import torch
 from IPython.display import display
 
@@ -63,52 +65,57 @@ else:
     root = Path(results_dir) / f"features_{profile}"
 result = probes.load_features(root)
 n_images = S["steps"] * S["batch_size"]
-print(f"{len(result['stems'])} of {len(S['methods'])} methods finished; {S['steps']} steps of {S['batch_size']} "
-      f"images = {n_images:,} images seen per net")
-display(result["training"][["method", "status", "final_loss", "eval_acc", "wall_time_s"]])
+print(f"seeds saved: {result['seeds']}; {S['steps']} steps of {S['batch_size']} images = {n_images:,} images "
+      f"seen per net")
+display(result["training"][["method", "seed", "status", "final_loss", "eval_acc", "wall_time_s"]])
 
 # %% [markdown]
-# **Figure 1.** First-layer filters, each min-max scaled on its own. Top row: the common random start,
-# then each method's filters (the paper's figure); bottom row: each net's change since the start. The
-# number under each name is the mean low-frequency share.
+# **Figure 1.** First-layer filters of the first seed, each min-max scaled on its own. Top row: the
+# common random start, then each method's filters (the paper's figure); bottom row: each net's change
+# since the start. The number under each name is the mean low-frequency share.
 
 # %%
 note = " (quick profile: NOT meaningful)" if profile == "quick" else ""
 dataset = "digits 8x8" if S["dataset"] == "digits" else f"{S['dataset']} (full training set, 32x32 px)"
-title = plots.figure_title(f"First-layer filters after {n_images:,} training images{note}",
+title = plots.figure_title(f"First-layer filters after {n_images:,} training images, seed {result['seed']}{note}",
                            model="ResNet-18, 7x7 stride-2 first layer", dataset=dataset, profile=profile)
 fig = plots.similarity.plot_filter_weights(result["stems"], title, init=result["init"])
 plots.save_figure(fig, f"06_filters_{profile}", figures_dir)
 
 # %% [markdown]
-# **The number.** Mean (and sd over the 64 filters) of the low-frequency share of each net's filters,
-# and of its change since the start. The random-filter reference is 0.18 for 7x7 filters.
+# **The number.** The low-frequency share of each net's filters averaged over its 64 filters, then
+# the mean over seeds with its min and max (one row per method), and below it every seed (with the sd
+# over filters and the share of the change since the start). The random-filter reference is 0.18 for
+# 7x7 filters.
 
 # %%
 structure = result["filter_structure"]
 print(f"reference for random {result['init'].shape[-1]}x{result['init'].shape[-1]} filters: "
       f"{probes.noise_low_frequency_fraction(result['init'].shape[-1]):.3f}")
+display(result["filter_summary"].round(3))
 display(structure.round(3))
 
 # %% [markdown]
 # **Figure 2.** Linear CKA (Kornblith et al. 2019) between block *i* of each net and block *i* of
-# backprop's net on held-out test images. 1 = the same representation up to rotation and scale.
-# Block 1 is the first layer (with its pooling).
+# backprop's net of the same seed on held-out test images, averaged over seeds. 1 = the same
+# representation up to rotation and scale. Block 1 is the first layer (with its pooling).
 
 # %%
-cka = result["cka"]
+cka = result["cka_summary"]
 if cka is None:
-    print("CKA needs every method: not all have finished yet")
+    print("CKA needs every method of a seed: no seed has finished yet")
 else:
-    title = plots.figure_title(f"Linear CKA with backprop, per block ({S['cka_examples']} test images)",
+    n_seeds = int(cka.seeds.max())
+    title = plots.figure_title(f"Linear CKA with backprop, per block ({S['cka_examples']} test images, "
+                               f"mean of {n_seeds} seed{'s' * (n_seeds > 1)})",
                                model="ResNet-18, 7x7 stride-2 first layer", dataset=dataset, profile=profile)
     fig = plots.similarity.plot_cka_heatmap(cka, title)
     plots.save_figure(fig, f"06_cka_heatmap_{profile}", figures_dir)
 
 # %% [markdown]
-# **Claims.** CKA with backprop at the first block, the last block and averaged over blocks. The
-# paper's visual claim holds here if both chunked nets are closer to backprop than overlapping and
-# greedy.
+# **Claims.** CKA with backprop at the first block, the last block and averaged over blocks (mean
+# over seeds). The paper's visual claim holds here if both chunked nets are closer to backprop than
+# overlapping and greedy.
 
 # %%
 if cka is not None:
@@ -119,3 +126,14 @@ if cka is not None:
     others = [m for m in c.index if m in ("overlapping", "greedy")]
     print("chunked closer to backprop than overlapping/greedy (mean CKA):",
           bool(c[chunked].min() > c[others].max()) if chunked and others else "n/a")
+
+# %% [markdown]
+# **Training length.** The `cpu` results of the same experiment after 800 steps (12,800 images), where
+# they are kept: how the low-frequency share of each method moves with longer training.
+
+# %%
+short = Path(results_dir) / f"features_{profile}_800steps"
+if profile != "quick" and short.exists():
+    longer = result["filter_summary"].set_index("method").low_freq_mean.rename(f"{n_images:,} images")
+    shorter = probes.load_features(short)["filter_summary"].set_index("method").low_freq_mean.rename("12,800 images")
+    display(pd.concat([shorter, longer], axis=1).round(3))

@@ -2,6 +2,7 @@
 sizes (filters + CKA, random labels over seeds, the gradient-cosine ablation) and their summaries."""
 import json
 import math
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -134,11 +135,13 @@ def _features_settings():
 def test_run_features_saves_units_tables_and_resumes(tmp_path, monkeypatch):
     S, d = _features_settings(), data_mod.load("digits")
     tables = experiments.run_features(S, d, tmp_path, log=lambda s: None)
-    assert set(tables) == {"filter_structure", "training", "cka"}
+    assert set(tables) == {"filter_structure", "filter_summary", "training", "cka", "cka_summary"}
     assert list(tables["filter_structure"].method) == ["init", "backprop", "greedy"]
+    assert set(tables["filter_structure"].seed) == {0}
     assert tables["cka"][tables["cka"].method == "backprop"].cka.tolist() == pytest.approx([1.0] * 9)
     loaded = experiments.load_features(tmp_path)
     assert list(loaded["stems"]) == ["backprop", "greedy"] and loaded["init"].shape == (4, 1, 7, 7)
+    assert loaded["seeds"] == [0] and loaded["seed"] == 0
     assert not torch.equal(loaded["stems"]["backprop"], loaded["init"])
     pd.testing.assert_frame_equal(loaded["cka"], tables["cka"], check_exact=False)
 
@@ -149,6 +152,30 @@ def test_run_features_saves_units_tables_and_resumes(tmp_path, monkeypatch):
     pd.testing.assert_frame_equal(again["filter_structure"], tables["filter_structure"])
     with pytest.raises(ValueError, match="other settings.*steps"):
         experiments.run_features({**S, "steps": 3}, d, tmp_path, log=lambda s: None)
+
+
+def test_features_per_seed_spread_and_cka_outlives_the_nets(tmp_path):
+    """Each seed starts from its own initial net; the summary is the mean over seeds with its
+    min and max; a seed's CKA, saved once, is still there when its nets are gone (a new clone)."""
+    S, d = {**_features_settings(), "seeds": [0, 1]}, data_mod.load("digits")
+    tables = experiments.run_features(S, d, tmp_path, log=lambda s: None, seeds=[0])
+    assert set(tables["filter_structure"].seed) == {0}
+    experiments.run_features(S, d, tmp_path, log=lambda s: None)   # adds seed 1 to the same folder
+    loaded = experiments.load_features(tmp_path)
+    assert loaded["seeds"] == [0, 1]
+    assert not torch.equal(experiments.load_features(tmp_path, seed=1)["init"], loaded["init"])
+    fs = loaded["filter_structure"]
+    for method, row in loaded["filter_summary"].set_index("method").iterrows():
+        per_seed = fs[fs.method == method].low_freq_mean
+        assert row.seeds == 2
+        assert row.low_freq_mean == pytest.approx(per_seed.mean())
+        assert (row.low_freq_mean_min, row.low_freq_mean_max) == pytest.approx((per_seed.min(), per_seed.max()))
+    assert set(loaded["cka"].seed) == {0, 1} and (loaded["cka_summary"].seeds == 2).all()
+    shutil.rmtree(tmp_path / "nets")
+    again = experiments.summarise_features(S, d, tmp_path)
+    pd.testing.assert_frame_equal(again["cka"], loaded["cka"], check_exact=False)
+    with pytest.raises(ValueError, match="seed 5 .* not saved"):
+        experiments.load_features(tmp_path, seed=5)
 
 
 # ---------------------------------------------------------------------- random labels

@@ -5,10 +5,12 @@ to a :class:`~.store.UnitStore` folder as soon as it finishes, skipping the unit
 there, then rebuilds the summary tables from every saved unit. Stopping a run loses at most
 the unit in progress; running the same call again continues where it stopped.
 
-* :func:`run_features` one ResNet per method from the same initial net: the stem filters
-  (``<method>.pt``), the training summary (``<method>.json``) and the whole net
-  (``nets/<method>.pt``, for CKA; large, kept out of version control); tables
-  ``filter_structure.csv``, ``training.csv`` and, once every method is done, ``cka.csv``.
+* :func:`run_features` one ResNet per method and seed, every method of a seed from the same
+  initial net: the stem filters (``<method>_s<seed>.pt``), the training summary
+  (``<method>_s<seed>.json``) and the whole net (``nets/<method>_s<seed>.pt``, for CKA; large,
+  kept out of version control); tables ``filter_structure.csv`` and ``filter_summary.csv``
+  (low-frequency share per seed, and over seeds), ``training.csv`` and, for each seed whose
+  methods have all finished, ``cka.csv`` and ``cka_summary.csv``.
 * :func:`run_random_labels` training accuracy on random labels after every epoch, one unit
   per net x method x seed; tables ``random_labels.csv`` and ``random_label_summary.csv``.
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import time
 from pathlib import Path
 from typing import Callable
@@ -61,72 +64,130 @@ def check_same_settings(store: UnitStore, name: str, S: dict) -> None:
 
 
 # ------------------------------------------------------------------------- filters + CKA
-def features_config(S: dict, device: str = "cpu") -> train_mod.TrainConfig:
-    """The training run of the feature-similarity settings ``S`` (method set per run)."""
+def features_config(S: dict, device: str = "cpu", seed: int = 0) -> train_mod.TrainConfig:
+    """The training run of the feature-similarity settings ``S`` for one seed (method set per run)."""
     return train_mod.TrainConfig(model=S["model"], model_kwargs=dict(S.get("model_kwargs", {})),
                                  dataset=S["dataset"], data_kwargs=dict(S.get("data_kwargs", {})),
-                                 steps=S["steps"], batch_size=S["batch_size"], lr=S["lr"], seed=S.get("seed", 0),
+                                 steps=S["steps"], batch_size=S["batch_size"], lr=S["lr"], seed=seed,
                                  eval_every=0, eval_examples=S.get("eval_examples", 1000), device=device,
                                  progress=False)
 
 
-def run_features(S: dict, data, root: str | Path, device: str = "cpu", log: Log = print) -> dict[str, pd.DataFrame]:
-    """Train one net per method of ``S`` (resumable, see the module docstring); returns the tables."""
+def feature_seeds(S: dict) -> list[int]:
+    """The seeds of the feature-similarity settings ``S`` (``[0]`` when it names none)."""
+    return list(S.get("seeds", [0]))
+
+
+def _unit_settings(S: dict) -> dict:
+    """What one seed's units must share to sit in one folder: everything but the seed list
+    (adding a seed later does not change the experiment)."""
+    return {k: v for k, v in S.items() if k != "seeds"}
+
+
+def run_features(S: dict, data, root: str | Path, device: str = "cpu", log: Log = print,
+                 seeds: list[int] | None = None) -> dict[str, pd.DataFrame]:
+    """Train one net per method and seed of ``S`` (resumable, see the module docstring); each seed
+    starts every method from its own initial net. ``seeds`` restricts this call to some seeds.
+    Returns the tables."""
     store = UnitStore(root)
-    cfg = features_config(S, device)
-    if not store.done("init"):
-        store.save("init", {"method": "init", "settings": S}, {"stem": first_conv(initial_net(cfg, data)).weight})
-    check_same_settings(store, "init", S)
-    for method in S["methods"]:
-        if store.done(method):
-            _stamp(log, f"features {method}: done before, skipped")
-            continue
-        _stamp(log, f"features {method}: {cfg.steps} steps of batch {cfg.batch_size} on {data}")
-        result = train_mod.train(dataclasses.replace(cfg, method=method), data=data,
-                                 callback=progress_callback(log, f"features {method}", cfg.steps))
-        summary = result.summary()
-        store.save_tensors(f"nets/{method}", result.learner.net.state_dict())
-        store.save(method, {**summary, "n_train": data.num_examples("train"), "settings": S},
-                   {"stem": first_conv(result.learner.net).weight})
-        _stamp(log, f"features {method}: {summary['status']}, final loss {summary['final_loss']:.3f}, "
-                    f"test acc {summary['eval_acc']:.3f}, {summary['wall_time_s']:.0f} s")
+    settings = _unit_settings(S)
+    for seed in feature_seeds(S) if seeds is None else seeds:
+        cfg = features_config(S, device, seed)
+        init = f"init_s{seed}"
+        if not store.done(init):
+            store.save(init, {"method": "init", "seed": seed, "settings": settings},
+                       {"stem": first_conv(initial_net(cfg, data)).weight})
+        check_same_settings(store, init, settings)
+        for method in S["methods"]:
+            name = f"{method}_s{seed}"
+            if store.done(name):
+                _stamp(log, f"features {name}: done before, skipped")
+                continue
+            _stamp(log, f"features {name}: {cfg.steps} steps of batch {cfg.batch_size} on {data}")
+            result = train_mod.train(dataclasses.replace(cfg, method=method), data=data,
+                                     callback=progress_callback(log, f"features {name}", cfg.steps))
+            summary = result.summary()
+            store.save_tensors(f"nets/{name}", result.learner.net.state_dict())
+            store.save(name, {**summary, "seed": seed, "n_train": data.num_examples("train"), "settings": settings},
+                       {"stem": first_conv(result.learner.net).weight})
+            _stamp(log, f"features {name}: {summary['status']}, final loss {summary['final_loss']:.3f}, "
+                        f"test acc {summary['eval_acc']:.3f}, {summary['wall_time_s']:.0f} s")
     return summarise_features(S, data, root, device)
 
 
+def _saved_seeds(store: UnitStore) -> list[int]:
+    return sorted(int(n[len("init_s"):]) for n in store.names() if re.fullmatch(r"init_s\d+", n))
+
+
+def spread_over_seeds(df: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
+    """Per ``keys``: the mean of ``value`` over seeds, its min and max, and the number of seeds."""
+    return (df.groupby(keys, sort=False)[value].agg(["mean", "min", "max", "count"])
+            .rename(columns={"mean": value, "min": f"{value}_min", "max": f"{value}_max", "count": "seeds"})
+            .reset_index())
+
+
+def _cka_of_seed(S: dict, data, store: UnitStore, seed: int, device: str) -> pd.DataFrame:
+    """Block-by-block CKA of every method's net of ``seed`` against backprop's (the nets are
+    read from ``nets/``, which only the machine that trained them has: the table is saved as
+    the unit ``cka_s<seed>`` so that it outlives them)."""
+    cfg = features_config(S, device, seed)
+    nets = {}
+    for m in S["methods"]:
+        net = initial_net(cfg, data)
+        net.load_state_dict(store.tensors(f"nets/{m}_s{seed}"))
+        nets[m] = net.eval()
+    x_eval = next(data.eval_batches("test", batch_size=S["cka_examples"]))[0].to(device)
+    return cka_table(nets, "backprop", x_eval)
+
+
 def summarise_features(S: dict, data, root: str | Path, device: str = "cpu") -> dict[str, pd.DataFrame]:
-    """Rebuild ``filter_structure.csv``, ``training.csv`` and (all methods done) ``cka.csv``."""
+    """Rebuild the tables from the saved units: ``filter_structure.csv`` (per seed and method,
+    with the common start ``init``), ``filter_summary.csv`` (over seeds), ``training.csv``, and
+    ``cka.csv`` and ``cka_summary.csv`` over the seeds whose methods have all finished (each
+    seed's CKA is computed once, from its nets, and saved as the unit ``cka_s<seed>``)."""
     store = UnitStore(root)
-    done = [m for m in S["methods"] if store.done(m)]
-    init = store.tensors("init")["stem"]
-    stems = {m: store.tensors(m)["stem"] for m in done}
-    tables = {"filter_structure": filter_structure({"init": init, **stems}, init),
-              "training": pd.DataFrame([{k: v for k, v in store.load(m).items() if k != "settings"} for m in done])}
-    if len(done) == len(S["methods"]) and "backprop" in done:
-        cfg = features_config(S, device)
-        nets = {}
-        for m in done:
-            net = initial_net(cfg, data)
-            net.load_state_dict(store.tensors(f"nets/{m}"))
-            nets[m] = net.eval()
-        x_eval = next(data.eval_batches("test", batch_size=S["cka_examples"]))[0].to(device)
-        tables["cka"] = cka_table(nets, "backprop", x_eval)
+    structure, training, cka = [], [], []
+    for seed in _saved_seeds(store):
+        done = [m for m in S["methods"] if store.done(f"{m}_s{seed}")]
+        init = store.tensors(f"init_s{seed}")["stem"]
+        stems = {m: store.tensors(f"{m}_s{seed}")["stem"] for m in done}
+        structure.append(filter_structure({"init": init, **stems}, init).assign(seed=seed))
+        training += [{k: v for k, v in store.load(f"{m}_s{seed}").items() if k != "settings"} for m in done]
+        if not store.done(f"cka_s{seed}") and len(done) == len(S["methods"]) and "backprop" in done:
+            store.save(f"cka_s{seed}", {"seed": seed, "rows": _cka_of_seed(S, data, store, seed, device)})
+        if store.done(f"cka_s{seed}"):
+            cka.append(pd.DataFrame(store.load(f"cka_s{seed}")["rows"]).assign(seed=seed))
+    if not structure:
+        raise ValueError(f"no filter experiment in {root}: run `python -m paper_repro.probes.run features`")
+    structure = pd.concat(structure, ignore_index=True)
+    tables = {"filter_structure": structure,
+              "filter_summary": spread_over_seeds(structure, ["method"], "low_freq_mean"),
+              "training": pd.DataFrame(training)}
+    if cka:
+        tables["cka"] = pd.concat(cka, ignore_index=True)
+        tables["cka_summary"] = spread_over_seeds(tables["cka"], ["method", "layer"], "cka")
     for name, df in tables.items():
         store.write_table(name, df)
     return tables
 
 
-def load_features(root: str | Path) -> dict:
-    """The saved filter experiment: ``stems`` (method -> stem weights, in training order),
-    ``init`` (the common initial stem) and the tables ``filter_structure``, ``training``,
-    ``cka`` (None when not every method has finished)."""
+def load_features(root: str | Path, seed: int | None = None) -> dict:
+    """The saved filter experiment: ``stems`` (method -> stem weights of ``seed``, the first saved
+    seed by default, in training order), ``init`` (that seed's common initial stem), ``seeds``
+    (every saved seed), ``settings`` and the tables ``filter_structure``, ``filter_summary``,
+    ``training``, ``cka`` and ``cka_summary`` (None where not every method of a seed has finished)."""
     store = UnitStore(root)
-    if not store.done("init"):
+    seeds = _saved_seeds(store)
+    if not seeds:
         raise ValueError(f"no filter experiment in {root}: run `python -m paper_repro.probes.run features`")
-    methods = store.load("init")["settings"]["methods"]
-    out = {"init": store.tensors("init")["stem"],
-           "stems": {m: store.tensors(m)["stem"] for m in methods if store.done(m)},
-           "settings": store.load("init")["settings"]}
-    for name in ("filter_structure", "training", "cka"):
+    seed = seeds[0] if seed is None else seed
+    if seed not in seeds:
+        raise ValueError(f"seed {seed} of the filter experiment is not saved in {root} (have: {seeds})")
+    settings = store.load(f"init_s{seed}")["settings"]
+    out = {"init": store.tensors(f"init_s{seed}")["stem"], "seed": seed, "seeds": seeds, "settings": settings,
+           "stems": {m: store.tensors(f"{m}_s{seed}")["stem"] for m in settings["methods"]
+                     if store.done(f"{m}_s{seed}")}}
+    for name in ("filter_structure", "filter_summary", "training", "cka", "cka_summary"):
         path = Path(root) / f"{name}.csv"
         out[name] = pd.read_csv(path) if path.exists() else None
     return out

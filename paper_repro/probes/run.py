@@ -34,13 +34,13 @@ def run(experiment: str, profile: str, data_dir: str | None, results: str | Path
         device: str = "cpu", methods: list[str] | None = None, seeds: list[int] | None = None,
         nets: list[str] | None = None) -> dict:
     """Run (or continue) one experiment; returns its summary tables. ``methods`` / ``seeds`` /
-    ``nets`` restrict the call to some units (random labels: all three; ablation: seeds)."""
+    ``nets`` restrict the call to some units (random labels: all three; features and ablation: seeds)."""
     root = experiment_dir(results, experiment, profile)
     if experiment == "features":
-        if methods is not None or seeds is not None or nets is not None:
-            raise ValueError("the features experiment takes no --methods / --seeds / --nets (one seed, every method)")
+        if methods is not None or nets is not None:
+            raise ValueError("the features experiment takes no --methods / --nets (every method, per seed)")
         S = similarity_settings("features", profile)
-        return run_features(S, load_data(S, data_dir), root, device)
+        return run_features(S, load_data(S, data_dir), root, device, seeds=seeds)
     if experiment == "random_labels":
         return run_random_labels(similarity_settings("random_labels", profile), data_dir, root, device,
                                  methods=methods, seeds=seeds, nets=nets)
