@@ -29,9 +29,9 @@
 # *regime*: where bigger batches no longer cut the number of
 # steps. The steps-vs-batch figure below shows where that regime starts.
 # Quick profile (what the tests run): a ResNet-18 of width 8 on sklearn digits. `cpu` profile: a
-# width-16 ResNet-18 on a 10,000-image CIFAR-10 subset, a reduced sweep made before the training-subset
-# evaluation existed, so it is read by its training loss over a window of examples (`paper_repro.settings`). Results of the
-# `cpu`/`full` profiles are kept in `results/<sweep>/`; a rerun only adds missing points.
+# reduced sweep of a width-8 ResNet-18 on the full CIFAR-10 training set at 16x16 px (3 methods x
+# batch 32-2048 x 3 learning rates x 2 seeds; `paper_repro.settings`). Results of the `cpu`/`full`
+# profiles are kept in `results/<sweep>/`; a rerun only adds missing points.
 
 # %% tags=["parameters"]
 profile = "quick"           # quick | cpu | full

@@ -143,8 +143,8 @@ def workloads(profile: str = "full") -> list[Workload]:
     f = settings.similarity_settings("features", profile)
     out.append(_workload("06_feature_similarity", Grid(
         name="features", description=f"{f['model']}, CKA and filters", model=f["model"], dataset=f["dataset"], methods=f["methods"],
-        batch_sizes=[f["batch_size"]], lrs=[f["lr"]], steps=f["steps"], data_kwargs=f["data_kwargs"],
-        model_kwargs=f.get("model_kwargs", {}))))
+        batch_sizes=[f["batch_size"]], lrs=[f["lr"]], seeds=f.get("seeds", [0]), steps=f["steps"],
+        data_kwargs=f["data_kwargs"], model_kwargs=f.get("model_kwargs", {}))))
     r = settings.similarity_settings("random_labels", profile)
     for run in r["runs"]:
         n = min(TRAIN_SIZE[r["dataset"]], run["data_kwargs"].get("max_train", math.inf))

@@ -82,10 +82,12 @@ _GRIDS = {
         description="4-layer d=32 Transformer on pydoc text (bytes, 16-token windows), batches of 2-512 "
                     "windows (32-8192 tokens); each run stops at training-subset loss 2.3 or its step cap"),
     ("resnet", "cpu"): dict(
-        name="resnet_cifar10_cpu", model="resnet18", dataset="cifar10", model_kwargs=dict(width=16),
-        data_kwargs=dict(max_train=10000, max_test=1000), methods=["backprop", "greedy", "chunked-3"],
-        batch_sizes=[32, 128], lrs=[1e-3], steps=300, examples=9600, min_steps=75, eval_examples=1000,
-        description="ResNet-18 (width 16) on a 10k-image CIFAR-10 subset, reduced sweep"),
+        name="resnet_cifar10_16px_cpu", model="resnet18", dataset="cifar10", model_kwargs=dict(width=8),
+        data_kwargs=dict(max_test=1000, image_size=16), methods=["backprop", "greedy", "chunked-3"],
+        batch_sizes=[32, 128, 512, 2048], lrs=[1e-3, 3e-3, 1e-2], seeds=[0, 1], steps=4000, examples=120_000,
+        min_steps=50, eval_every_examples=4096, train_eval_examples=2000, stop_loss=1.5, eval_examples=1000,
+        description="ResNet-18 (width 8) on the full CIFAR-10 training set at 16x16 px, reduced sweep; each run "
+                    "stops at training-subset loss 1.5 or its step cap"),
     # ------------------------------------------------------------ full (GPU servers)
     ("mlp", "full"): dict(
         name="mlp_cifar10_full", model="mlp", dataset="cifar10", model_kwargs=dict(depth=8, width=4096),
@@ -126,7 +128,7 @@ _ANALYSIS = {
     ("mlp", "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"], targets=[1.7, 1.5, 1.35]),
     ("transformer", "cpu"): dict(rule="eval", rules=["eval", "examples:512", "examples:2048"],
                                  targets=[2.8, 2.5, 2.3]),
-    ("resnet", "cpu"): dict(rule="examples:640", rules=["examples:640", "examples:2560", "steps:20"], targets=None),
+    ("resnet", "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"], targets=[1.9, 1.7, 1.5]),
 }
 _FULL_ANALYSIS = dict(rule="eval", rules=["eval", "examples:25600", "examples:102400"], targets=None)
 

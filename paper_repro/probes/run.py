@@ -40,7 +40,8 @@ def run(experiment: str, profile: str, data_dir: str | None, results: str | Path
         if methods is not None or nets is not None:
             raise ValueError("the features experiment takes no --methods / --nets (every method, per seed)")
         S = similarity_settings("features", profile)
-        return run_features(S, load_data(S, data_dir), root, device, seeds=seeds)
+        return run_features(S, load_data(S, data_dir), root, device, log=lambda line: print(line, flush=True),
+                            seeds=seeds)
     if experiment == "random_labels":
         return run_random_labels(similarity_settings("random_labels", profile), data_dir, root, device,
                                  methods=methods, seeds=seeds, nets=nets)
