@@ -85,7 +85,7 @@ _GRIDS = {
         name="resnet_cifar10_16px_cpu", model="resnet18", dataset="cifar10", model_kwargs=dict(width=8),
         data_kwargs=dict(max_test=1000, image_size=16), methods=["backprop", "greedy", "chunked-3"],
         batch_sizes=[32, 128, 512, 2048], lrs=[1e-3, 3e-3, 1e-2], seeds=[0, 1], steps=4000, examples=120_000,
-        min_steps=50, eval_every_examples=4096, train_eval_examples=2000, stop_loss=1.5, eval_examples=1000,
+        min_steps=235, eval_every_examples=4096, train_eval_examples=2000, stop_loss=1.5, eval_examples=1000,
         description="ResNet-18 (width 8) on the full CIFAR-10 training set at 16x16 px, reduced sweep; each run "
                     "stops at training-subset loss 1.5 or its step cap"),
     # ------------------------------------------------------------ full (GPU servers)
