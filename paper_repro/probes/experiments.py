@@ -112,6 +112,7 @@ def run_features(S: dict, data, root: str | Path, device: str = "cpu", log: Log 
                        {"stem": first_conv(result.learner.net).weight})
             _stamp(log, f"features {name}: {summary['status']}, final loss {summary['final_loss']:.3f}, "
                         f"test acc {summary['eval_acc']:.3f}, {summary['wall_time_s']:.0f} s")
+        _save_cka(S, data, store, seed, device)   # as soon as the seed is complete
     return summarise_features(S, data, root, device)
 
 
@@ -126,10 +127,13 @@ def spread_over_seeds(df: pd.DataFrame, keys: list[str], value: str) -> pd.DataF
             .reset_index())
 
 
-def _cka_of_seed(S: dict, data, store: UnitStore, seed: int, device: str) -> pd.DataFrame:
-    """Block-by-block CKA of every method's net of ``seed`` against backprop's (the nets are
-    read from ``nets/``, which only the machine that trained them has: the table is saved as
-    the unit ``cka_s<seed>`` so that it outlives them)."""
+def _save_cka(S: dict, data, store: UnitStore, seed: int, device: str) -> None:
+    """Save the unit ``cka_s<seed>``: block-by-block CKA of every method's net of ``seed`` against
+    backprop's, once every method of the seed has finished (and not again). The nets are read
+    from ``nets/``, which only the machine that trained them has: the saved table outlives them."""
+    if store.done(f"cka_s{seed}") or "backprop" not in S["methods"] or \
+            not all(store.done(f"{m}_s{seed}") for m in S["methods"]):
+        return
     cfg = features_config(S, device, seed)
     nets = {}
     for m in S["methods"]:
@@ -137,7 +141,7 @@ def _cka_of_seed(S: dict, data, store: UnitStore, seed: int, device: str) -> pd.
         net.load_state_dict(store.tensors(f"nets/{m}_s{seed}"))
         nets[m] = net.eval()
     x_eval = next(data.eval_batches("test", batch_size=S["cka_examples"]))[0].to(device)
-    return cka_table(nets, "backprop", x_eval)
+    store.save(f"cka_s{seed}", {"seed": seed, "rows": cka_table(nets, "backprop", x_eval)})
 
 
 def summarise_features(S: dict, data, root: str | Path, device: str = "cpu") -> dict[str, pd.DataFrame]:
@@ -153,8 +157,7 @@ def summarise_features(S: dict, data, root: str | Path, device: str = "cpu") -> 
         stems = {m: store.tensors(f"{m}_s{seed}")["stem"] for m in done}
         structure.append(filter_structure({"init": init, **stems}, init).assign(seed=seed))
         training += [{k: v for k, v in store.load(f"{m}_s{seed}").items() if k != "settings"} for m in done]
-        if not store.done(f"cka_s{seed}") and len(done) == len(S["methods"]) and "backprop" in done:
-            store.save(f"cka_s{seed}", {"seed": seed, "rows": _cka_of_seed(S, data, store, seed, device)})
+        _save_cka(S, data, store, seed, device)
         if store.done(f"cka_s{seed}"):
             cka.append(pd.DataFrame(store.load(f"cka_s{seed}")["rows"]).assign(seed=seed))
     if not structure:
