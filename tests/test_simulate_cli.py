@@ -128,5 +128,17 @@ def test_validation_against_stored_runs_uses_their_cuts_and_settings():
     assert sorted(df.schedule) == sorted(["local", "local-per-step", "gpipe", "1f1b", "1f1b-recompute"])
     assert df.measured_samples_per_s.tolist() == [r["samples_per_s"] for r in records if r["schedule"] != "ddp"]
     assert df.saved_bytes_max_rel_error.max() == 0.0
+    runs = {r["schedule"] if (r.get("update_every") or 1) == 1 else "local-per-step": r["samples_per_s_runs"]
+            for r in records if r["schedule"] != "ddp"}
+    for row in df.itertuples():      # the spread of the paired repeats, and the two checks
+        ratios = [a / b for a, b in zip(runs[row.schedule], runs["1f1b"])]
+        assert (row.measured_ratio_min, row.measured_ratio_max) == pytest.approx((min(ratios), max(ratios)))
+        assert row.within_15pct == (abs(row.ratio_rel_error) <= 0.15)
+        assert row.within_repeats == (min(ratios) <= row.simulated_ratio_vs_1f1b <= max(ratios))
     with pytest.raises(ValueError, match="no 1f1b run"):
         validate.against([r for r in records if r["schedule"] != "1f1b"], reps=1)
+
+
+def test_paired_ratios_pair_repeat_by_repeat():
+    assert validate.paired_ratios([10, 20, 30], [10, 10, 20]) == [1.0, 2.0, 1.5]
+    assert validate.paired_ratios([10, 30], [20]) == [1.0]     # unpaired: ratio of the medians
