@@ -169,3 +169,17 @@ def test_console_script_reaches_notebook_runner():
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert "--profile" in proc.stdout and "full" in proc.stdout
+
+
+def test_no_large_file_is_tracked_and_whole_nets_are_ignored():
+    """Results are tables and small tensors: a tracked file over 2 MiB is a mistake (a checkpoint,
+    a data set), and the nets the filter experiment keeps for CKA (about 45 MB each) stay out."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    large = [(f, size) for f in files.decode().split("\0") if f and (ROOT / f).is_file()
+             and (size := (ROOT / f).stat().st_size) > 2 * 2**20]
+    assert not large, f"tracked files over 2 MiB: {large}"
+    ignored = subprocess.run(["git", "check-ignore", "-q", "results/similarity/features_cpu/nets/backprop_s0.pt"],
+                             cwd=ROOT)
+    assert ignored.returncode == 0, "results/similarity/<experiment>/nets/ must be git-ignored"
