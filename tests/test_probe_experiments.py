@@ -320,7 +320,7 @@ def test_command_runs_a_restricted_experiment_and_refuses_bad_options(tmp_path, 
     assert UnitStore(root).names() == ["mlp_backprop_s0"]
     assert json.loads((root / "mlp_backprop_s0.json").read_text())["epochs"] == 30
     assert "random_label_summary" in capsys.readouterr().out
-    with pytest.raises(ValueError, match="features experiment takes no"):
-        probe_run.run("features", "quick", None, tmp_path, seeds=[0])
+    with pytest.raises(ValueError, match="features experiment takes no --methods"):
+        probe_run.run("features", "quick", None, tmp_path, methods=["backprop"])
     with pytest.raises(ValueError, match="unknown experiment"):
         probe_run.experiment_dir(tmp_path, "filters", "cpu")
