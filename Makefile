@@ -78,7 +78,9 @@ test-notebooks: $(STAMP)
 # the notebooks have run (make figures, or make test: nbval runs them too) figures/ is unchanged.
 check-figures:
 	@dirty=$$(git status --porcelain -- figures); \
-	if [ -n "$$dirty" ]; then echo "running the notebooks changed figures/:"; echo "$$dirty"; exit 1; fi; \
+	if [ -n "$$dirty" ]; then echo "running the notebooks changed figures/:"; echo "$$dirty"; \
+	  echo "(the quick runs are exact on one machine but not across CPU models: on a new machine, run"; \
+	  echo " 'make figures', look at the figures and commit them)"; exit 1; fi; \
 	echo "figures/ unchanged"
 
 lab: $(STAMP)
