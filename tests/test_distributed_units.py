@@ -57,6 +57,28 @@ def test_balanced_split_with_send_costs_is_optimal_on_random_costs():
         assert max(_stage_costs(costs, starts, send)) == pytest.approx(_brute_force_best(costs, stages, send))
 
 
+def test_balanced_split_with_first_item_costs_is_optimal_on_random_costs():
+    """A stage may also pay for its first item (negative: a discount); checked against every cut."""
+    gen = torch.Generator().manual_seed(1)
+    for trial in range(60):
+        n = int(torch.randint(2, 9, (1,), generator=gen))
+        stages = int(torch.randint(1, n + 1, (1,), generator=gen))
+        costs = (torch.rand(n, generator=gen) + 0.5).tolist()
+        first = (-0.5 * torch.rand(n, generator=gen)).tolist()
+        starts = balanced_split(costs, stages, first=first)
+
+        def worst(cut):
+            bounds = [0, *cut, n]
+            return max(sum(costs[bounds[s]:bounds[s + 1]]) + first[bounds[s]] for s in range(len(bounds) - 1))
+        assert len(starts) == stages - 1
+        assert worst(starts) == pytest.approx(min(worst(list(c)) for c in itertools.combinations(range(1, n), stages - 1)))
+    # a discount on the first item of a stage moves the cut onto the item that gains most
+    assert balanced_split([1, 1, 1, 1], 2, first=[0, 0, 0, 0]) == [2]
+    assert balanced_split([1, 1, 1, 1], 2, first=[0, -1.5, 0, 0]) == [1]  # [0] | [1..3] - 1.5 = 1.5 vs 2 | 2
+    with pytest.raises(ValueError, match="first must have one cost per item"):
+        balanced_split([1, 1], 2, first=[0])
+
+
 def test_send_costs_move_the_cut_away_from_an_expensive_boundary():
     # equal compute: without send costs the cut is in the middle; sending item 1's output is dear
     assert balanced_split([1, 1, 1, 1], 2) == [2]
@@ -235,7 +257,7 @@ def test_the_default_local_method_is_one_chunk_per_stage_cut_by_measured_time(mo
     """Without a method the local pipeline trains chunked@A: one chunk per stage, the chunks cut
     where the measured (here hand-made) block times balance; --balance flops keeps chunked-S."""
     cfg = PipelineConfig(model="mlp", model_kwargs={"depth": 4, "width": 16}, image_size=4, stages=2)
-    made = {"compute": [1.0, 1.0, 1.0, 5.0], "head": [0.25] * 4, "send": [0.0] * 4}
+    made = {"compute": [1.0, 1.0, 1.0, 5.0], "head": [0.25] * 4, "send": [0.0] * 4, "input_grad": [0.0] * 4}
     monkeypatch.setattr(timing, "module_times", lambda learner, spec, c, reps=3: made)
     _, _, learner, _, plan = run.prepare(cfg)
     # blocks cost 0.75 each but the last (5); a chunk ending at block i < 3 pays its head (0.25)
@@ -273,7 +295,7 @@ def test_pipelined_backprop_is_cut_for_one_optimizer_step_per_step(monkeypatch):
 
     def fake_times(learner, spec, c, reps=5):
         seen.append(c.update_every)
-        return {"compute": [1.0] * 4, "head": [0.0] * 4, "send": [0.0] * 4}
+        return {"compute": [1.0] * 4, "head": [0.0] * 4, "send": [0.0] * 4, "input_grad": [0.0] * 4}
     monkeypatch.setattr(timing, "module_times", fake_times)
     common = dict(model="mlp", model_kwargs={"depth": 4, "width": 8}, image_size=4, stages=2, micro_batches=8)
     for schedule, every in (("local", 1), ("local", 4), ("1f1b", 1), ("zbv", 1)):

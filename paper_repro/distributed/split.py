@@ -82,17 +82,21 @@ class StagePlan:
         return {"modules": self.modules, "blocks": self.blocks, "send_blocks": self.send_blocks}
 
 
-def balanced_split(costs: list[float], stages: int, send: list[float] | None = None) -> list[int]:
+def balanced_split(costs: list[float], stages: int, send: list[float] | None = None,
+                   first: list[float] | None = None) -> list[int]:
     """First item of stages 1..S-1 of the contiguous partition of ``costs`` with the smallest
     maximum stage cost (dynamic programming; ties go to the earliest cut).
 
     ``send[i]`` (optional) is added to a stage whose last item is ``i`` and that is not the
-    last stage: what handing item ``i``'s output to the next stage costs."""
+    last stage: what handing item ``i``'s output to the next stage costs. ``first[i]``
+    (optional, may be negative) is added to a stage whose first item is ``i``: e.g. the input
+    gradient that the first block of a local module does not compute."""
     n = len(costs)
     if not 1 <= stages <= n:
         raise ValueError(f"cannot cut {n} items into stages={stages}; use 1..{n} stages")
-    if send is not None and len(send) != n:
-        raise ValueError(f"send must have one cost per item ({n}), got {len(send)}")
+    for name, extra in (("send", send), ("first", first)):
+        if extra is not None and len(extra) != n:
+            raise ValueError(f"{name} must have one cost per item ({n}), got {len(extra)}")
     prefix = [0.0]
     for c in costs:
         prefix.append(prefix[-1] + c)
@@ -104,7 +108,8 @@ def balanced_split(costs: list[float], stages: int, send: list[float] | None = N
         for i in range(s, n + 1):
             out = send[i - 1] if send is not None and s < stages else 0.0
             for j in range(s - 1, i):
-                value = max(best[s - 1][j], prefix[i] - prefix[j] + out)
+                head = first[j] if first is not None else 0.0
+                value = max(best[s - 1][j], prefix[i] - prefix[j] + out + head)
                 if value < best[s][i]:
                     best[s][i], cut[s][i] = value, j
     starts, i = [], n

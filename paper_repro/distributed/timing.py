@@ -75,7 +75,9 @@ def module_times(learner: methods.Learner, spec, cfg: PipelineConfig, reps: int 
     divided by ``cfg.update_every`` (a stage steps once per that many micro-batches);
     ``send``: pushing the module's output (and the labels) to the next process, paid only by
     a module that ends a stage; ``head``: the part of ``compute`` spent in the module's head
-    and loss (forward + backward)."""
+    and loss (forward + backward); ``input_grad``: what the module's backward costs more when
+    its input needs a gradient (as a block inside a chunk does; the first block of a local
+    module, whose input is detached, does not pay it)."""
     work = copy.deepcopy(learner)
     x, y = next(synthetic_batches(cfg, spec, torch.Generator().manual_seed(cfg.seed)))
     with torch.no_grad():
@@ -84,7 +86,7 @@ def module_times(learner: methods.Learner, spec, cfg: PipelineConfig, reps: int 
     opts = [make_optimizer(cfg, work.module_parameters(m)) for m in range(work.num_modules)]
 
     def task(m: int):
-        def measure() -> tuple[float, float, float]:
+        def measure() -> tuple[float, float, float, float]:
             h = outs[m].detach().requires_grad_(True)
             t0 = time.perf_counter()
             work.net.loss(work.heads[m](h), y).backward()      # the head alone
@@ -94,7 +96,12 @@ def module_times(learner: methods.Learner, spec, cfg: PipelineConfig, reps: int 
             t2 = time.perf_counter()
             opts[m].step()
             opts[m].zero_grad(set_to_none=True)
-            return t1 - t0, t2 - t1, time.perf_counter() - t2
+            t3 = time.perf_counter()
+            h_in = runs[m].h_in.detach()                        # token ids take no gradient
+            _, loss = work.module_loss(m, h_in.requires_grad_(True) if h_in.is_floating_point() else h_in, y)
+            loss.backward()                                    # the same, with the input gradient
+            opts[m].zero_grad(set_to_none=True)
+            return t1 - t0, t2 - t1, t3 - t2, time.perf_counter() - t3
         return measure
 
     threads = torch.get_num_threads()
@@ -105,8 +112,9 @@ def module_times(learner: methods.Learner, spec, cfg: PipelineConfig, reps: int 
                 for m in range(work.num_modules)]
     finally:
         torch.set_num_threads(threads)
-    return {"compute": [fb + opt / cfg.update_every for _, fb, opt in best], "send": send,
-            "head": [head for head, _, _ in best]}
+    return {"compute": [fb + opt / cfg.update_every for _, fb, opt, _ in best], "send": send,
+            "head": [head for head, _, _, _ in best],
+            "input_grad": [max(fb_in - fb, 0.0) for _, fb, _, fb_in in best]}
 
 
 def time_split(learner: methods.Learner, spec, cfg: PipelineConfig) -> list[int]:
@@ -156,8 +164,10 @@ def chunk_split(cfg: PipelineConfig, spec, learner: methods.Learner | None = Non
     chunks (one per stage) cut so that the slowest stage is fastest by measured time.
 
     Each block is timed as a greedy module (block + auxiliary head + optimizer step, and the
-    send of its output); a chunk pays for its blocks, the head on its last block (the net's
-    own head for the last chunk) and, unless it is the last, the send of its output."""
+    send of its output), with and without the gradient of its input; a chunk pays for its
+    blocks, the input gradient of every block but its first (whose input is detached), the
+    head on its last block (the net's own head for the last chunk) and, unless it is the last,
+    the send of its output."""
     greedy = learner if learner is not None else build_learner(dataclasses.replace(cfg, method="greedy"), spec)
     if greedy.spec != "greedy":
         raise ValueError(f"chunk_split times a greedy learner, got method {greedy.spec!r}")
@@ -165,9 +175,10 @@ def chunk_split(cfg: PipelineConfig, spec, learner: methods.Learner | None = Non
     n = greedy.num_modules
     if cfg.stages > n:
         raise ValueError(f"stages={cfg.stages} is more than the {n} blocks of model {cfg.model!r}")
-    blocks = [times["compute"][i] - (times["head"][i] if i < n - 1 else 0.0) for i in range(n)]
+    blocks = [times["compute"][i] - (times["head"][i] if i < n - 1 else 0.0) + times["input_grad"][i]
+              for i in range(n)]
     ends = [times["head"][i] + times["send"][i] for i in range(n)]
-    return balanced_split(blocks, cfg.stages, ends)
+    return balanced_split(blocks, cfg.stages, ends, first=[-g for g in times["input_grad"]])
 
 
 def block_times(learner: methods.Learner, spec, cfg: PipelineConfig, reps: int = 5) -> dict[str, list[float]]:
