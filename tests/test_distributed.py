@@ -5,12 +5,15 @@ messages are sent are the bytes the boundary tensors' shapes predict.
 Process start-up dominates the time, so all runs with the same number of processes share one
 launch (module-scoped fixtures).
 """
+import os
+
 import pytest
 import torch
 
 from paper_repro.distributed.bench import run_pipeline
 from paper_repro.distributed.local import make_optimizer
 from paper_repro.distributed import PipelineConfig, build_learner, data_spec, micro_batches
+from paper_repro.distributed.config import CPU_MALLOC_ENV
 
 SMALL = dict(micro_batch=4, micro_batches=3, steps=1, warmup_steps=1, timeout=60.0)
 MODELS = {
@@ -134,6 +137,13 @@ def test_local_pipeline_parameters_equal_single_process_learner(launched):
                 assert torch.equal(value, ref[name]), f"{model}/{method} stage {s}: {name} differs"
                 seen.add(name)
         assert seen == set(ref), f"{model}/{method}: not held by any stage: {sorted(set(ref) - seen)}"
+
+
+def test_stage_processes_run_with_the_cpu_malloc_settings_unless_set_by_the_user(launched):
+    _, _, _, records = launched
+    expected = {k: os.environ.get(k, v) for k, v in CPU_MALLOC_ENV.items()}
+    for record in records:
+        assert record["malloc_env"] == expected, record["schedule"]
 
 
 def test_local_bytes_match_boundary_shapes(launched):

@@ -101,6 +101,8 @@ def test_validation_runs_real_pipelines_and_simulator_side_by_side(tmp_path):
     assert (df.measured_samples_per_s > 0).all() and (df.simulated_samples_per_s > 0).all()
     assert df[df.schedule == "1f1b"].measured_ratio_vs_1f1b.tolist() == [1.0]
     assert df.saved_bytes_max_rel_error.max() == 0.0
+    assert df.measured_busy.between(0, 1).all() and df.simulated_busy.between(0, 1 + 1e-9).all()
+    assert len(df.attrs["malloc_env"]) == 1 and json.loads(df.attrs["malloc_env"][0])    # recorded, not null
     md, csv = validate.write(df, tmp_path / "v.md", "test note")
     assert "test note" in md.read_text() and "| local |" in md.read_text().replace("| mlp | 2 | 4 ", "")
     assert csv.exists()
@@ -135,6 +137,10 @@ def test_validation_against_stored_runs_uses_their_cuts_and_settings():
         assert (row.measured_ratio_min, row.measured_ratio_max) == pytest.approx((min(ratios), max(ratios)))
         assert row.within_15pct == (abs(row.ratio_rel_error) <= 0.15)
         assert row.within_repeats == (min(ratios) <= row.simulated_ratio_vs_1f1b <= max(ratios))
+        busy = next(r["busy_fraction_per_stage"] for r in records
+                    if (r["schedule"] if (r.get("update_every") or 1) == 1 else "local-per-step") == row.schedule)
+        assert row.measured_busy == pytest.approx(sum(busy) / len(busy))
+    assert df.attrs["malloc_env"] == ["null"]     # runs made before the settings were recorded
     with pytest.raises(ValueError, match="no 1f1b run"):
         validate.against([r for r in records if r["schedule"] != "1f1b"], reps=1)
 

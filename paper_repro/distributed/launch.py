@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from .. import signals
 from .comm import ABORT_KEY, EXIT_PEER_FAILED, report_failure
-from .config import PipelineConfig
+from .config import CPU_MALLOC_ENV, PipelineConfig
 
 
 class PipelineError(RuntimeError):
@@ -76,6 +76,8 @@ def launch(configs: list[PipelineConfig], *, timeout: float | None = None, grace
     env.pop("TORCHELASTIC_RESTART_COUNT", None)
     if configs[0].device == "cpu":
         env.setdefault("OMP_NUM_THREADS", "1")
+        for key, value in CPU_MALLOC_ENV.items():
+            env.setdefault(key, value)
     cmd = [sys.executable, "-m", "paper_repro.distributed.run", "--configs", str(workdir / "configs.json"),
            "--json", str(result_path), "--quiet"]
     procs, logs = [], []

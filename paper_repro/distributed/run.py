@@ -24,7 +24,7 @@ import torch.distributed as dist
 from ..hardware import hardware_label
 from . import comm
 from .baselines import run_pipelined_backprop
-from .config import DTYPES, MULTI_STAGE, PipelineConfig
+from .config import CPU_MALLOC_ENV, DTYPES, MULTI_STAGE, PipelineConfig
 from .ddp import run_ddp
 from .inputs import build_learner, data_spec, label_info, micro_batches
 from .local import keep_only, run_local
@@ -175,6 +175,7 @@ def summarize(cfg: PipelineConfig, plan, infos, spec, per_stage: list[dict], gra
         "labels": {"shape": [B, *lshape], "dtype": str(ldtype).replace("torch.", "")},
         "dtype": cfg.dtype, "device": device.type, "hardware": hardware_label(str(device)),
         "threads_per_process": torch.get_num_threads(),
+        "malloc_env": {k: os.environ[k] for k in CPU_MALLOC_ENV if k in os.environ},
         "data": "synthetic random tensors" if cfg.dataset == "synthetic" else cfg.dataset,
         "torch": torch.__version__,
         "per_stage": per_stage,

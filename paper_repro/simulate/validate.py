@@ -24,6 +24,7 @@ import torch
 from .. import methods
 from ..distributed import PipelineConfig
 from ..distributed.bench import run_pipeline
+from ..distributed.config import CPU_MALLOC_ENV
 from ..distributed.report import median_records
 from .calibrate import measure
 from .costs import schedule_costs
@@ -95,6 +96,8 @@ def against(records: list[dict], reps: int = 3, link: Link | None = None) -> pd.
         rows.append({"model": r["model"], "stages": S, "micro_batch": B, "schedule": schedule,
                      "measured_samples_per_s": r["samples_per_s"], "simulated_samples_per_s": sim.samples_per_s,
                      "measured_runs": r.get("samples_per_s_runs", [r["samples_per_s"]]),
+                     "measured_busy": _mean(r.get("busy_fraction_per_stage")),
+                     "simulated_busy": _mean(sim.busy_per_stage),
                      "saved_bytes_max_rel_error": mem_err})
     df = pd.DataFrame(rows)
     keys = ["stages", "micro_batch"]
@@ -111,6 +114,7 @@ def against(records: list[dict], reps: int = 3, link: Link | None = None) -> pd.
     df["within_repeats"] = ((df.simulated_ratio_vs_1f1b >= df.measured_ratio_min - 1e-12)
                             & (df.simulated_ratio_vs_1f1b <= df.measured_ratio_max + 1e-12))
     df.attrs["skipped"] = skipped
+    df.attrs["malloc_env"] = sorted({json.dumps(r.get("malloc_env"), sort_keys=True) for r in records})
     return df
 
 
@@ -122,6 +126,11 @@ def paired_ratios(runs: list[float], reference_runs: list[float]) -> list[float]
     if len(runs) != len(reference_runs) or not runs:
         return [statistics.median(runs) / statistics.median(reference_runs)]
     return [a / b for a, b in zip(runs, reference_runs)]
+
+
+def _mean(values) -> float:
+    """Mean of a list of busy fractions (NaN when a record has none)."""
+    return statistics.fmean(values) if values else float("nan")
 
 
 def _one_module_per_stage(record: dict) -> bool:
@@ -147,7 +156,8 @@ def write(df: pd.DataFrame, path: str | Path, note: str) -> tuple[Path, Path]:
     df.to_csv(csv, index=False)
     cols = ["model", "stages", "micro_batch", "schedule", "measured_samples_per_s", "simulated_samples_per_s",
             "measured_ratio_vs_1f1b", "measured_ratio_min", "measured_ratio_max", "simulated_ratio_vs_1f1b",
-            "ratio_rel_error", "within_15pct", "within_repeats", "saved_bytes_max_rel_error"]
+            "ratio_rel_error", "within_15pct", "within_repeats", "measured_busy", "simulated_busy",
+            "saved_bytes_max_rel_error"]
     lines = ["# Simulator vs real runs", "", note, "",
              "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in df[cols].itertuples(index=False):
@@ -159,7 +169,10 @@ def write(df: pd.DataFrame, path: str | Path, note: str) -> tuple[Path, Path]:
               f"Ratios to 1F1B (1F1B's own rows left out): {int(rows.within_15pct.sum())} of {len(rows)} within "
               f"{TOLERANCE:.0%} of the measured median (median error {rows.ratio_rel_error.abs().median():.1%}); "
               f"{int(rows.within_repeats.sum())} of {len(rows)} inside the range of the paired repeats' ratios "
-              "(measured_ratio_min to measured_ratio_max: the run-to-run noise of the measurement itself)."]
+              "(measured_ratio_min to measured_ratio_max: the run-to-run noise of the measurement itself).",
+              "measured_busy / simulated_busy: the fraction of the timed window the stages spend computing, "
+              "mean over stages (real runs: time inside forward, backward, loss and optimizer calls; the rest "
+              "is waiting and the pipeline runtime's own work)."]
     md.write_text("\n".join(lines) + "\n")
     return md, csv
 
@@ -197,6 +210,9 @@ def validate(args, schedules: list[str]) -> int:
                 f"{args.steps} timed steps of {args.micro_batches} micro-batches after {args.warmup_steps} "
                 "warm-up step(s). A load average near or above the core count means other jobs shared the "
                 "machine: measured throughputs then vary from run to run.")
+    here = {k: os.environ[k] for k in CPU_MALLOC_ENV if k in os.environ}
+    note += (f" glibc malloc settings of the stage processes: {', '.join(df.attrs['malloc_env'])} (null: not "
+             f"recorded); of the calibrating process: {json.dumps(here, sort_keys=True)}.")
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(df.drop(columns=["measured_runs"]).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     for line in df.attrs.get("skipped", []):
