@@ -4,6 +4,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from paper_repro import cli, cliargs, distributed
@@ -117,10 +118,30 @@ def test_calibration_measures_every_block_and_head():
 
 
 def test_link_is_measured_between_two_processes():
-    link = measure_link(small=4, large=1 << 20, reps=3)
-    assert 0 <= link.latency < 0.1 and link.bandwidth > 1e6
+    for compute_s in (0.0, 0.002):      # back to back, and after some compute as stages do
+        link = measure_link(small=4, large=1 << 20, reps=3, compute_s=compute_s)
+        assert 0 <= link.latency < 0.1 and link.bandwidth > 1e6
     with pytest.raises(ValueError, match="small=8, large=4"):
         measure_link(small=8, large=4)
+    with pytest.raises(ValueError, match="compute_s must be >= 0 seconds, got -1"):
+        measure_link(compute_s=-1)
+
+
+def test_validate_writes_the_real_runs_and_simulates_them_again(tmp_path, capsys):
+    """``--validate`` keeps the real runs beside the table; ``--validate-against`` that file
+    compares the same measurements with a new simulation."""
+    args = ["simulate", "--model", "mlp", "--model-kwargs", json.dumps(TINY["model_kwargs"]), "--image-size", "4",
+            "--stages", "2", "--micro-batch", "4", "--micro-batches", "4", "--steps", "1", "--warmup-steps", "1",
+            "--schedule", "local,1f1b", "--reps", "1", "--link", "1e-4,1e9"]
+    assert main([*args, "--validate", str(tmp_path / "v")]) == 0
+    runs = tmp_path / "v.runs.json"
+    records = json.loads(runs.read_text())
+    assert sorted(r["schedule"] for r in records) == ["1f1b", "local"]
+    assert main([*args, "--validate", str(tmp_path / "again"), "--validate-against", str(runs)]) == 0
+    first, again = (pd.read_csv(tmp_path / f"{n}.csv") for n in ("v", "again"))
+    assert first.measured_samples_per_s.tolist() == again.measured_samples_per_s.tolist()
+    assert not (tmp_path / "again.runs.json").exists()      # nothing new was run
+    assert "v.runs.json" in capsys.readouterr().out
 
 
 def test_validation_against_stored_runs_uses_their_cuts_and_settings():

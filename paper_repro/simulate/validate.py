@@ -56,7 +56,9 @@ def compare(base: PipelineConfig, stages: list[int], micro_batch_sizes: list[int
                    for u in (update_every if s == "local" else [1])]
         runs = run_pipeline(configs, timeout=timeout, progress=False)
         records += median_records(runs) if repeats > 1 else runs
-    return against(records, reps=reps, link=link)
+    df = against(records, reps=reps, link=link)
+    df.attrs["records"] = records       # the real runs, to simulate again later (--validate-against)
+    return df
 
 
 def against(records: list[dict], reps: int = 3, link: Link | None = None) -> pd.DataFrame:
@@ -219,4 +221,8 @@ def validate(args, schedules: list[str]) -> int:
         print(f"not simulated (local with several modules per stage): {line}")
     md, csv = write(df, args.validate, note)
     print(f"written to {md} and {csv}")
+    if "records" in df.attrs:
+        runs = md.with_suffix(".runs.json")
+        runs.write_text(json.dumps(df.attrs["records"], indent=1))
+        print(f"real runs written to {runs} (simulate them again with --validate-against {runs})")
     return 0
