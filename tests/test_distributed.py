@@ -146,6 +146,15 @@ def test_stage_processes_run_with_the_cpu_malloc_settings_unless_set_by_the_user
         assert record["malloc_env"] == expected, record["schedule"]
 
 
+def test_paper_repro_malloc_system_leaves_glibc_as_it_is(monkeypatch):
+    for key in CPU_MALLOC_ENV:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("PAPER_REPRO_MALLOC", "system")
+    cfg = PipelineConfig(schedule="local", stages=2, **MODELS["mlp"], **SMALL)
+    [record] = run_pipeline([cfg], timeout=120, progress=False)
+    assert record["malloc_env"] == {}
+
+
 def test_local_bytes_match_boundary_shapes(launched):
     stages, tmp, configs, records = launched
     for i in range(len(LOCAL_RUNS[stages])):

@@ -33,7 +33,8 @@ BALANCES = ("flops", "time")
 # throughput here and says nothing about the schedule. These keep freed memory in the process
 # (what jemalloc or tcmalloc do, which ``torch.backends.xeon.run_cpu`` preloads for the same
 # reason): mmap only above 32 MiB (glibc's maximum), never trim, grow the heap 512 MiB at a
-# time. The launcher sets any the user has not; a record names those its processes ran with.
+# time. The launcher sets any the user has not (none with PAPER_REPRO_MALLOC=system, which keeps
+# glibc's own behaviour); a record names those its processes ran with.
 CPU_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "17179869184",
                   "MALLOC_TOP_PAD_": "536870912"}
 
