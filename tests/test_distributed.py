@@ -139,20 +139,21 @@ def test_local_pipeline_parameters_equal_single_process_learner(launched):
         assert seen == set(ref), f"{model}/{method}: not held by any stage: {sorted(set(ref) - seen)}"
 
 
-def test_stage_processes_run_with_the_cpu_malloc_settings_unless_set_by_the_user(launched):
+def test_stage_processes_keep_glibc_malloc_as_it_is_by_default(launched):
     _, _, _, records = launched
-    expected = {k: os.environ.get(k, v) for k, v in CPU_MALLOC_ENV.items()}
+    expected = {k: os.environ[k] for k in CPU_MALLOC_ENV if k in os.environ}
     for record in records:
         assert record["malloc_env"] == expected, record["schedule"]
 
 
-def test_paper_repro_malloc_system_leaves_glibc_as_it_is(monkeypatch):
+def test_paper_repro_malloc_keep_freed_sets_what_the_user_has_not(monkeypatch):
     for key in CPU_MALLOC_ENV:
         monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("PAPER_REPRO_MALLOC", "system")
+    monkeypatch.setenv("PAPER_REPRO_MALLOC", "keep-freed")
+    monkeypatch.setenv("MALLOC_TOP_PAD_", "1048576")
     cfg = PipelineConfig(schedule="local", stages=2, **MODELS["mlp"], **SMALL)
     [record] = run_pipeline([cfg], timeout=120, progress=False)
-    assert record["malloc_env"] == {}
+    assert record["malloc_env"] == {**CPU_MALLOC_ENV, "MALLOC_TOP_PAD_": "1048576"}
 
 
 def test_local_bytes_match_boundary_shapes(launched):

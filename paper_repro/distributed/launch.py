@@ -76,7 +76,7 @@ def launch(configs: list[PipelineConfig], *, timeout: float | None = None, grace
     env.pop("TORCHELASTIC_RESTART_COUNT", None)
     if configs[0].device == "cpu":
         env.setdefault("OMP_NUM_THREADS", "1")
-        if env.get("PAPER_REPRO_MALLOC", "keep-freed") != "system":
+        if env.get("PAPER_REPRO_MALLOC") == "keep-freed":
             for key, value in CPU_MALLOC_ENV.items():
                 env.setdefault(key, value)
     cmd = [sys.executable, "-m", "paper_repro.distributed.run", "--configs", str(workdir / "configs.json"),
