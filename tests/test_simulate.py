@@ -1,10 +1,11 @@
 """The schedule simulator: torch's action orders, closed forms, costs from blocks, errors."""
+import dataclasses
 import math
 
 import pytest
 
 from paper_repro.simulate.calibrate import BlockCosts
-from paper_repro.simulate.costs import pieces, schedule_costs, uniform_costs
+from paper_repro.simulate.costs import fresh_share, pieces, schedule_costs, uniform_costs
 from paper_repro.simulate.engine import Costs, Link, simulate
 from paper_repro.simulate.schedules import SCHEDULES, in_flight, torch_order
 
@@ -125,11 +126,34 @@ def test_stage_costs_sum_blocks_heads_and_input_gradients_by_hand():
     assert pieces(bc, 2, "time") == [[0, 1, 2, 3], [4, 5]]
 
 
+def test_fresh_gradients_cost_less_by_the_measured_accumulation():
+    """A local stage stepping after every micro-batch writes its weight gradients anew; pipelined
+    backprop adds to them in all but the first micro-batch of a step."""
+    bc = dataclasses.replace(_block_costs(), accumulate=[0.5] * 6)
+    assert fresh_share("local", 16) == 1.0 and fresh_share("local", 16, update_every=4) == 0.25
+    assert fresh_share("local-per-step", 16) == fresh_share("1f1b-recompute", 16) == 1 / 16
+    plain = schedule_costs(bc, "local", 2)
+    fresh = schedule_costs(bc, "local", 2, fresh=1.0)
+    assert fresh.backward_weight == [w - 3 * 0.5 for w in plain.backward_weight]   # 3 blocks a stage
+    assert fresh.backward_input == plain.backward_input and fresh.forward == plain.forward
+    quarter = schedule_costs(bc, "1f1b", 2, fresh=0.25)
+    assert quarter.backward_weight == pytest.approx([w - 3 * 0.125 for w in schedule_costs(bc, "1f1b", 2).backward_weight])
+    # an older calibration without the measurement: nothing is taken off
+    assert schedule_costs(_block_costs(), "local", 2, fresh=1.0).backward_weight == plain.backward_weight
+    with pytest.raises(ValueError, match="fresh must be a share between 0 and 1, got 2"):
+        schedule_costs(bc, "local", 2, fresh=2)
+
+
 def test_block_costs_scale_linearly_and_round_trip(tmp_path):
     bc = _block_costs()
     big = bc.scaled(8)
     assert big.forward == [2 * v for v in bc.forward] and big.optimizer == bc.optimizer
     assert big.out_bytes == [2 * v for v in bc.out_bytes]
+    # accumulating gradients depends on the parameters, not the batch: it stays as it is
+    acc = dataclasses.replace(bc, accumulate=[0.5] * 6).scaled(8)
+    assert acc.accumulate == [0.5] * 6
+    assert acc.backward == [(v - 0.5) * 2 + 0.5 for v in bc.backward]
+    assert acc.backward_weight == [(v - 0.5) * 2 + 0.5 for v in bc.backward_weight]
     bc.save(tmp_path / "c.json")
     assert BlockCosts.load(tmp_path / "c.json") == bc
     with pytest.raises(ValueError, match="does not exist"):

@@ -11,7 +11,7 @@ import dataclasses
 
 from ..distributed import PipelineConfig
 from .calibrate import BlockCosts, measure
-from .costs import pieces, schedule_costs, uniform_costs
+from .costs import fresh_share, pieces, schedule_costs, uniform_costs
 from .engine import Link, Result, simulate
 from .memory import MetaNet, stage_memory
 from .schedules import SCHEDULES, check_schedule, stages_per_rank
@@ -61,7 +61,8 @@ def run(cfg: PipelineConfig, schedules: list[str], micro_batch_sizes: list[int],
             try:
                 if bc is not None:
                     cut = pieces(bc, S * stages_per_rank(schedule), balance)
-                    costs = schedule_costs(bc, schedule, S, cut=cut)
+                    costs = schedule_costs(bc, schedule, S, cut=cut,
+                                           fresh=fresh_share(schedule, M, cfg.update_every))
                 else:
                     cut = None
                     costs = uniform_costs(schedule, S, *uniform)

@@ -12,13 +12,19 @@ one round of a block rather than all its samples). For every block ``b``:
 * ``backward_weight[b]``: its backward when its input needs no gradient (weight gradients
   only): what the first block of a stage costs under local learning (its input is detached),
   and the ``W`` half of a zero-bubble schedule; the ``I`` half is the difference;
+* ``accumulate[b]``: what the backward costs more when the block's gradients are added to
+  existing ones than when they are written fresh (after ``zero_grad(set_to_none=True)``).
+  ``backward`` and ``backward_weight`` are timed accumulating, as pipelined backprop runs all
+  but the first micro-batch of a step; a local stage that steps after every micro-batch always
+  writes fresh gradients. It depends on the parameters, not on the micro-batch size;
 * ``optimizer[b]``: one optimizer step over the block's parameters;
 * ``head_forward[b]``, ``head_backward[b]``, ``head_optimizer[b]``: the head that would sit on
   block ``b``'s output (an auxiliary head; on the last block the net's own head), loss included;
 * ``out_bytes[b]``: bytes of the block's output for one micro-batch (what crosses a cut after it).
 
-Times at another micro-batch size are scaled linearly (:meth:`BlockCosts.scaled`): a good model
-on CPU, where time is proportional to work; on a GPU, calibrate at the size you simulate.
+Times at another micro-batch size are scaled linearly (:meth:`BlockCosts.scaled`; the optimizer
+step and ``accumulate`` stay as they are): a good model on CPU, where time is proportional to
+work; on a GPU, calibrate at the size you simulate.
 """
 from __future__ import annotations
 
@@ -52,6 +58,7 @@ class BlockCosts:
     head_optimizer: list[float]
     out_bytes: list[int]
     label_bytes: int = 0
+    accumulate: list[float] = dataclasses.field(default_factory=list)     # empty: not measured (0)
     device: str = "cpu"
     threads: int = 1
     hardware: str = ""
@@ -61,14 +68,20 @@ class BlockCosts:
     def blocks(self) -> int:
         return len(self.forward)
 
+    def accumulate_or_zero(self, b: int) -> float:
+        return self.accumulate[b] if self.accumulate else 0.0
+
     def scaled(self, micro_batch: int) -> "BlockCosts":
         """The same costs at ``micro_batch`` samples: times and bytes scaled linearly, the
-        optimizer step unchanged (it does not depend on the batch)."""
+        optimizer step and the cost of accumulating gradients unchanged (they do not depend on
+        the batch)."""
         if not isinstance(micro_batch, int) or micro_batch < 1:
             raise ValueError(f"micro_batch must be a positive integer, got {micro_batch!r}")
         k = micro_batch / self.micro_batch
-        scale = {f: [v * k for v in getattr(self, f)] for f in
-                 ("forward", "backward", "backward_weight", "head_forward", "head_backward")}
+        scale = {f: [v * k for v in getattr(self, f)] for f in ("forward", "head_forward", "head_backward")}
+        for f in ("backward", "backward_weight"):
+            scale[f] = [(v - self.accumulate_or_zero(b)) * k + self.accumulate_or_zero(b)
+                        for b, v in enumerate(getattr(self, f))]
         return dataclasses.replace(self, micro_batch=micro_batch, **scale,
                                    out_bytes=[round(v * k) for v in self.out_bytes],
                                    label_bytes=round(self.label_bytes * k))
@@ -120,7 +133,8 @@ def measure(cfg: PipelineConfig, reps: int = 3, threads: int | None = None) -> B
     threads = threads or cfg.threads or max(1, cores // cfg.stages)
     saved_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
-    kinds = ("forward", "backward", "backward_weight", "optimizer", "head_forward", "head_backward", "head_optimizer")
+    kinds = ("forward", "backward", "backward_fresh", "backward_weight", "optimizer", "head_forward",
+             "head_backward", "head_optimizer")
     probes: list[dict] = []         # per block: kind -> a function returning one timing in seconds
     try:
         h = x
@@ -135,6 +149,7 @@ def measure(cfg: PipelineConfig, reps: int = 3, threads: int | None = None) -> B
             probes.append({
                 "forward": _timer(lambda block=block, h_in=h_in: block(h_in), device),
                 "backward": _backward_timer(block, h_in, g, device),
+                "backward_fresh": _backward_timer(block, h_in, g, device, fresh=list(block.parameters())),
                 "backward_weight": _backward_timer(block, h_plain, g, device),
                 "optimizer": _optimizer_timer(cfg, list(block.parameters()), device),
                 "head_forward": _timer(lambda head=head, feats=feats: net.loss(head(feats), y), device),
@@ -153,6 +168,8 @@ def measure(cfg: PipelineConfig, reps: int = 3, threads: int | None = None) -> B
     finally:
         torch.set_num_threads(saved_threads)
     out = {kind: [per_block[kind] for per_block in best] for kind in kinds}
+    fresh = out.pop("backward_fresh")
+    out["accumulate"] = [max(0.0, acc - f) for acc, f in zip(out["backward"], fresh)]
     B = cfg.micro_batch
     label_bytes = y.numel() * y.element_size()
     hardware = (torch.cuda.get_device_name(device) if device.type == "cuda"
@@ -171,9 +188,13 @@ def _timer(fn, device: torch.device):
     return one
 
 
-def _backward_timer(fn, inp, grad, device: torch.device):
-    """Times the backward of ``fn(inp)`` alone (the forward reruns, untimed, each time)."""
+def _backward_timer(fn, inp, grad, device: torch.device, fresh: list | None = None):
+    """Times the backward of ``fn(inp)`` alone (the forward reruns, untimed, each time); with
+    ``fresh``, those parameters' gradients are dropped first, so the backward writes them anew
+    instead of adding to them."""
     def one() -> float:
+        for p in fresh or []:
+            p.grad = None
         o = fn(inp)
         _sync(device)
         t0 = time.perf_counter()

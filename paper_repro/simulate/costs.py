@@ -10,6 +10,10 @@ GPipe, 1F1B and local, two per processor for the interleaved and V schedules.
   input gradient either (its input is detached), and every stage runs its own auxiliary head
   (the last stage: the net's head).
 
+A block's backward is calibrated adding to existing gradients; ``fresh`` (see
+:func:`fresh_share`) is the share of micro-batches whose backward writes them anew instead,
+which costs ``accumulate[b]`` less.
+
 Where one action's backward is split into an input-gradient half ``I`` and a weight-gradient
 half ``W`` (zero-bubble schedules), a block's ``W`` is its measured weight-only backward and
 its ``I`` the rest; the head's backward counts as ``I`` (the gradient flows through it first).
@@ -41,10 +45,21 @@ def pieces(bc: BlockCosts, count: int, balance: str = "blocks") -> list[list[int
     return [list(range(bounds[i], bounds[i + 1])) for i in range(count)]
 
 
+def fresh_share(schedule: str, micro_batches: int, update_every: int = 1) -> float:
+    """The share of micro-batches whose backward finds no gradient to add to: after every
+    optimizer step the gradients are dropped (``zero_grad(set_to_none=True)``), so it is one in
+    ``update_every`` for ``local``, and one in a step's ``micro_batches`` for ``local-per-step``
+    and pipelined backprop."""
+    base, _ = base_schedule(schedule)
+    return 1.0 / (update_every if base == "local" else micro_batches)
+
+
 def schedule_costs(bc: BlockCosts, schedule: str, stages: int, balance: str = "blocks",
-                   cut: list[list[int]] | None = None) -> Costs:
+                   cut: list[list[int]] | None = None, fresh: float = 0.0) -> Costs:
     """Costs of every piece of ``schedule`` on ``stages`` processors (``cut``: the pieces' blocks,
-    default :func:`pieces`)."""
+    default :func:`pieces`; ``fresh``: :func:`fresh_share`)."""
+    if not 0.0 <= fresh <= 1.0:
+        raise ValueError(f"fresh must be a share between 0 and 1, got {fresh!r}")
     base, _ = base_schedule(schedule)
     count = stages * stages_per_rank(schedule)
     cut = cut if cut is not None else pieces(bc, count, balance)
@@ -58,7 +73,7 @@ def schedule_costs(bc: BlockCosts, schedule: str, stages: int, balance: str = "b
         for b in blocks:
             f += bc.forward[b]
             weight = min(bc.backward_weight[b], bc.backward[b])    # timing noise can invert them
-            w += weight
+            w += max(0.0, weight - fresh * bc.accumulate_or_zero(b))
             o += bc.optimizer[b]
             no_input_grad = b == 0 or (local and b == blocks[0])
             i += 0.0 if no_input_grad else bc.backward[b] - weight

@@ -14,7 +14,7 @@ import pandas as pd
 
 from .. import methods
 from .calibrate import BlockCosts
-from .costs import pieces, schedule_costs
+from .costs import fresh_share, pieces, schedule_costs
 from .engine import Link, simulate
 from .memory import MetaNet, stage_memory
 from .schedules import stages_per_rank
@@ -58,7 +58,8 @@ def ratio_table(bc: BlockCosts, stages: list[int], micro_batches: list[int], bas
                 if count > bc.blocks:
                     continue
                 try:
-                    costs = schedule_costs(bc, schedule, S, cut=pieces(bc, count, balance))
+                    costs = schedule_costs(bc, schedule, S, cut=pieces(bc, count, balance),
+                                           fresh=fresh_share(schedule, M))
                     speed[schedule] = simulate(schedule, costs, M, micro_batch, link=link, steps=steps,
                                                warmup_steps=warmup_steps).samples_per_s
                 except ValueError:      # e.g. 1F1B with fewer micro-batches than stages

@@ -27,7 +27,7 @@ from ..distributed.bench import run_pipeline
 from ..distributed.config import CPU_MALLOC_ENV
 from ..distributed.report import median_records
 from .calibrate import measure
-from .costs import schedule_costs
+from .costs import fresh_share, schedule_costs
 from .engine import Link, simulate
 from .memory import MetaNet, stage_memory
 
@@ -89,7 +89,7 @@ def against(records: list[dict], reps: int = 3, link: Link | None = None) -> pd.
         if key + (B,) not in calibrations:
             calibrations[key + (B,)] = measure(base, reps=reps)
         cut = r["split"]["blocks"]
-        costs = schedule_costs(calibrations[key + (B,)], schedule, S, cut=cut)
+        costs = schedule_costs(calibrations[key + (B,)], schedule, S, cut=cut, fresh=fresh_share(schedule, M, every))
         sim = simulate(schedule, costs, M, B, link=link, steps=base.steps, warmup_steps=base.warmup_steps,
                        update_every=every, max_in_flight=r.get("max_in_flight", base.max_in_flight))
         mem = stage_memory(metas[key], schedule, S, B, M, cut, base.optimizer, base.max_in_flight)
