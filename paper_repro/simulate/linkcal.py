@@ -9,9 +9,9 @@ is one message. A small message gives the latency, a large one the bandwidth:
 
 The compute between messages matters. A process that blocks on a receive leaves its core idle,
 and on a virtual machine waking it again can take milliseconds; back-to-back ping-pong never
-idles and measures only the best case (on this project's 2-core machine about 0.3 ms against
-1.4 ms for a 64 KiB message after 10 ms of compute). ``compute_s=0`` gives that ping-pong
-figure. The mean over rounds is kept, not the best: a pipeline pays the slow wake-ups too.
+idles and measures only the best case (on this project's 2-core machine 0.07-0.2 ms per
+message against 1.9-3.0 ms after 10 ms of compute; docs/simulate.md). ``compute_s=0`` gives
+that ping-pong figure. The mean over rounds is kept, not the best: a pipeline pays the slow wake-ups too.
 """
 from __future__ import annotations
 
