@@ -27,6 +27,7 @@ from __future__ import annotations
 # they agree.
 import argparse
 import importlib
+import shlex
 import sys
 from pathlib import Path
 
@@ -314,6 +315,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv).parse_args(argv)
+    args.command_line = "paper-repro " + shlex.join(argv)     # for notes that say how a file was made
     with signals.sigterm_as_interrupt():
         try:
             return int(args.func(args) or 0)

@@ -143,6 +143,7 @@ def test_validate_writes_the_real_runs_and_simulates_them_again(tmp_path, capsys
     assert first.measured_samples_per_s.tolist() == again.measured_samples_per_s.tolist()
     assert not (tmp_path / "again.runs.json").exists()      # nothing new was run
     assert "v.runs.json" in capsys.readouterr().out
+    assert "Made with `paper-repro simulate --model mlp" in (tmp_path / "again.md").read_text()
 
 
 def test_validation_against_stored_runs_uses_their_cuts_and_settings():

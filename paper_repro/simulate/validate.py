@@ -212,6 +212,8 @@ def validate(args, schedules: list[str]) -> int:
                 f"{args.steps} timed steps of {args.micro_batches} micro-batches after {args.warmup_steps} "
                 "warm-up step(s). A load average near or above the core count means other jobs shared the "
                 "machine: measured throughputs then vary from run to run.")
+    if getattr(args, "command_line", None):
+        note += f" Made with `{args.command_line}`."
     here = {k: os.environ[k] for k in CPU_MALLOC_ENV if k in os.environ}
     note += (f" glibc malloc settings of the stage processes: {', '.join(df.attrs['malloc_env'])} (null: not "
              f"recorded); of the calibrating process: {json.dumps(here, sort_keys=True)}.")
