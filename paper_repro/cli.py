@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 
 from . import signals
-from .cliargs import float_list, int_list, json_dict, positive_float, positive_int
+from .cliargs import float_list, int_list, json_dict, non_negative_int, positive_float, positive_int
 
 MODELS = ("mlp", "transformer", "resnet18", "resnet34", "resnet50")       # paper_repro.models.MODELS
 DATASETS = ("digits", "cifar10", "imagenet", "text")                      # paper_repro.data.DATASETS
@@ -289,6 +289,13 @@ def add_simulate(subparsers) -> None:
     p.add_argument("--repeats", type=positive_int, default=1, help="--validate: real runs per configuration (medians)")
     p.add_argument("--validate-against", default=None, metavar="JSON",
                    help="--validate: take the real runs from this bench pipeline JSON instead of running them")
+    p.add_argument("--replay", type=non_negative_int, default=0, metavar="K",
+                   help="--validate: take every stage's forward, backward and optimizer times from replaying "
+                        "each run's compute in its schedule's order, all stages at once (median of K rounds; "
+                        "0: the per-block calibration alone)")
+    p.add_argument("--in-situ", action="store_true",
+                   help="--validate: simulate every run with the forward+backward and optimizer times its own "
+                        "stages measured (not a prediction: a check of the schedule engine and link model alone)")
     p.set_defaults(func=Handler(HANDLERS["simulate"]))
 
 

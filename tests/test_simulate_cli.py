@@ -144,6 +144,16 @@ def test_validate_writes_the_real_runs_and_simulates_them_again(tmp_path, capsys
     assert not (tmp_path / "again.runs.json").exists()      # nothing new was run
     assert "v.runs.json" in capsys.readouterr().out
     assert "Made with `paper-repro simulate --model mlp" in (tmp_path / "again.md").read_text()
+    # the same runs, simulated with stage costs replayed in each schedule's order
+    again_replayed = ["--validate", str(tmp_path / "replayed"), "--validate-against", str(runs), "--replay", "1"]
+    assert main([*args, *again_replayed]) == 0
+    replayed = pd.read_csv(tmp_path / "replayed.csv")
+    assert replayed.measured_samples_per_s.tolist() == first.measured_samples_per_s.tolist()
+    assert (replayed.simulated_samples_per_s > 0).all()
+    assert "replaying its compute in the run's schedule order" in (tmp_path / "replayed.md").read_text()
+    # and with the durations the runs measured themselves (a check of the engine alone)
+    assert main([*args, "--validate", str(tmp_path / "in_situ"), "--validate-against", str(runs), "--in-situ"]) == 0
+    assert "not a prediction" in (tmp_path / "in_situ.md").read_text()
 
 
 def test_validation_against_stored_runs_uses_their_cuts_and_settings():

@@ -10,6 +10,7 @@ vs the runs' saved-tensor meters).
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 import os
@@ -30,15 +31,18 @@ from .calibrate import measure
 from .costs import fresh_share, schedule_costs
 from .engine import Link, simulate
 from .memory import MetaNet, stage_memory
+from .replay import Job, StageTimes, replay, replay_costs
 
 REAL_SCHEDULES = ("local", "gpipe", "1f1b", "1f1b-recompute")
 TOLERANCE = 0.15    # the goal: simulated throughput ratios to 1F1B within 15% of the measured ones
 
 
 def compare(base: PipelineConfig, stages: list[int], micro_batch_sizes: list[int], schedules: list[str],
-            repeats: int = 1, reps: int = 3, link: Link | None = None, timeout: float | None = None) -> pd.DataFrame:
+            repeats: int = 1, reps: int = 3, link: Link | None = None, timeout: float | None = None,
+            replay_rounds: int = 0, in_situ: bool = False) -> pd.DataFrame:
     """One row per (stages, micro-batch size, schedule): measured and simulated samples/s, their
-    ratios to 1F1B, and the largest relative error of the saved-for-backward bytes over stages."""
+    ratios to 1F1B, and the largest relative error of the saved-for-backward bytes over stages
+    (``replay_rounds``, ``in_situ``: see :func:`against`)."""
     runnable = [s for s in schedules if s in REAL_SCHEDULES]
     if "1f1b" not in runnable:
         runnable.append("1f1b")
@@ -56,14 +60,26 @@ def compare(base: PipelineConfig, stages: list[int], micro_batch_sizes: list[int
                    for u in (update_every if s == "local" else [1])]
         runs = run_pipeline(configs, timeout=timeout, progress=False)
         records += median_records(runs) if repeats > 1 else runs
-    df = against(records, reps=reps, link=link)
+    df = against(records, reps=reps, link=link, replay_rounds=replay_rounds, in_situ=in_situ)
     df.attrs["records"] = records       # the real runs, to simulate again later (--validate-against)
     return df
 
 
-def against(records: list[dict], reps: int = 3, link: Link | None = None) -> pd.DataFrame:
+def against(records: list[dict], reps: int = 3, link: Link | None = None, replay_rounds: int = 0,
+            in_situ: bool = False) -> pd.DataFrame:
     """Simulate the runs of ``bench pipeline`` records (measured earlier, e.g. a committed JSON)
-    with costs calibrated now, on the same cuts: the table :func:`compare` returns."""
+    with costs calibrated now, on the same cuts: the table :func:`compare` returns.
+
+    Every stage's forward, backward and optimizer times come from the per-block calibration, or:
+
+    * ``replay_rounds=k``: from a replay of the run's compute in its schedule's order
+      (:mod:`.replay`, median of ``k`` rounds);
+    * ``in_situ``: from the run itself (its stages' ``forward_backward`` and ``optimizer``
+      phases). Not a prediction: a check of the engine and the link model alone, given the
+      durations the run had.
+    """
+    if replay_rounds and in_situ:
+        raise ValueError("give replay rounds or in-situ durations, not both")
     # the simulated local schedule holds one local module per stage (the paper's setting)
     skipped = [f"{r['schedule']} {r.get('method')} micro-batch {r['micro_batch']}" for r in records
                if r["schedule"] == "local" and not _one_module_per_stage(r)]
@@ -73,16 +89,12 @@ def against(records: list[dict], reps: int = 3, link: Link | None = None) -> pd.
         raise ValueError("the records hold no 1f1b run, the reference of every ratio")
     rows = []
     metas, calibrations = {}, {}
-    for r in records:
-        S, B, M, schedule, every = (r["stages"], r["micro_batch"], r["micro_batches"], r["schedule"],
+    jobs = [_job(r) for r in records]
+    replayed = _replay(records, jobs, replay_rounds) if replay_rounds else {}
+    for r, job in zip(records, jobs):
+        S, B, M, schedule, every = (r["stages"], r["micro_batch"], r["micro_batches"], job.schedule,
                                     r.get("update_every") or 1)
-        base = PipelineConfig(model=r["model"], model_kwargs=r["model_kwargs"], image_size=r.get("image_size", 32),
-                              stages=S, micro_batch=B, micro_batches=M, steps=r.get("steps", 3),
-                              warmup_steps=r.get("warmup_steps", 1), optimizer=r.get("optimizer", "adam"),
-                              dtype=r.get("dtype", "float32"), num_classes=r.get("num_classes", 10),
-                              seq_len=r.get("seq_len", 64), threads=r.get("threads_per_process"))
-        if schedule == "local" and every == M and M > 1:
-            schedule = "local-per-step"
+        base = dataclasses.replace(job.cfg, method=None, update_every=1)     # the model, for calibration and memory
         key = (r["model"], str(r["model_kwargs"]), base.image_size, S)
         if key not in metas:
             metas[key] = MetaNet(base)
@@ -90,6 +102,11 @@ def against(records: list[dict], reps: int = 3, link: Link | None = None) -> pd.
             calibrations[key + (B,)] = measure(base, reps=reps)
         cut = r["split"]["blocks"]
         costs = schedule_costs(calibrations[key + (B,)], schedule, S, cut=cut, fresh=fresh_share(schedule, M, every))
+        if replayed:
+            costs = replay_costs(replayed[key][job.key()], costs, recompute=schedule.endswith("-recompute"))
+        elif in_situ:
+            costs = replay_costs(in_situ_times(r, costs, schedule.endswith("-recompute")), costs,
+                                 recompute=schedule.endswith("-recompute"))
         sim = simulate(schedule, costs, M, B, link=link, steps=base.steps, warmup_steps=base.warmup_steps,
                        update_every=every, max_in_flight=r.get("max_in_flight", base.max_in_flight))
         mem = stage_memory(metas[key], schedule, S, B, M, cut, base.optimizer, base.max_in_flight)
@@ -118,6 +135,55 @@ def against(records: list[dict], reps: int = 3, link: Link | None = None) -> pd.
     df.attrs["skipped"] = skipped
     df.attrs["malloc_env"] = sorted({json.dumps(r.get("malloc_env"), sort_keys=True) for r in records})
     return df
+
+
+def _job(r: dict) -> Job:
+    """The replay of a ``bench pipeline`` record's run (also the settings the simulation uses)."""
+    S, M, every = r["stages"], r["micro_batches"], r.get("update_every") or 1
+    cfg = PipelineConfig(model=r["model"], model_kwargs=r["model_kwargs"], image_size=r.get("image_size", 32),
+                         stages=S, micro_batch=r["micro_batch"], micro_batches=M, steps=r.get("steps", 3),
+                         warmup_steps=r.get("warmup_steps", 1), optimizer=r.get("optimizer", "adam"),
+                         dtype=r.get("dtype", "float32"), num_classes=r.get("num_classes", 10),
+                         seq_len=r.get("seq_len", 64), threads=r.get("threads_per_process"),
+                         method=r.get("method") if r["schedule"] == "local" else None,
+                         update_every=every if r["schedule"] == "local" else 1)
+    schedule = "local-per-step" if r["schedule"] == "local" and every == M and M > 1 else r["schedule"]
+    return Job(cfg, schedule, tuple(tuple(b) for b in r["split"]["blocks"]))
+
+
+def in_situ_times(record: dict, calibrated, recompute: bool) -> list[StageTimes]:
+    """Each stage's mean forward, backward and optimizer step in a ``bench pipeline`` run, from its
+    timed phases; the forward+backward is split between the two as the calibration splits it."""
+    per_stage = record["per_stage"]
+    per_stage = ast.literal_eval(per_stage) if isinstance(per_stage, str) else per_stage
+    n = record["steps"] * record["micro_batches"]
+    opt_steps = record["steps"] * (record.get("optimizer_steps_per_step") or 1)
+    out = []
+    for v, st in enumerate(per_stage):
+        fb = st["phases_s"]["forward_backward"] / n
+        f = calibrated.forward[v]
+        whole = f * (2 if recompute else 1) + calibrated.backward(v)
+        forward = fb * f / whole if whole > 0 else 0.0
+        out.append(StageTimes(forward, fb - forward, st["phases_s"]["optimizer"] / opt_steps))
+    return out
+
+
+def _replay(records: list[dict], jobs: list[Job], rounds: int) -> dict:
+    """Replays of every record's run, grouped by model and number of stages (one set of stage
+    processes each), with the glibc malloc settings the runs had."""
+    groups: dict[tuple, list[tuple[dict, Job]]] = {}
+    for r, job in zip(records, jobs):
+        groups.setdefault((r["model"], str(r["model_kwargs"]), job.cfg.image_size, r["stages"]), []).append((r, job))
+    out = {}
+    for key, members in groups.items():
+        envs = {json.dumps(r.get("malloc_env") or {}, sort_keys=True) for r, _ in members}
+        if len(envs) > 1:
+            raise ValueError(f"runs of {key[0]} on {key[3]} stages had different malloc settings {sorted(envs)}; "
+                             "replay them separately")
+        unique = list({job.key(): job for _, job in members}.values())
+        print(f"replaying {len(unique)} runs of {key[0]} on {key[3]} stages, {rounds} round(s) ...", flush=True)
+        out[key] = replay(unique, rounds=rounds, malloc_env=json.loads(envs.pop()))
+    return out
 
 
 def paired_ratios(runs: list[float], reference_runs: list[float]) -> list[float]:
@@ -197,7 +263,8 @@ def validate(args, schedules: list[str]) -> int:
             records = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as err:
             raise ValueError(f"--validate-against {str(path)!r}: not a readable bench pipeline JSON ({err})") from None
-        df = against(records, reps=args.reps, link=link)
+        df = against(records, reps=args.reps, link=link, replay_rounds=getattr(args, "replay", 0),
+                     in_situ=getattr(args, "in_situ", False))
         hw = sorted({str(r.get("hardware")) for r in records})
         note = (f"Real runs: the records of {path.name} (hardware {', '.join(hw)}; "
                 f"{records[0].get('repeats', 1)} run(s) per row, median). Simulated with {link_s}, calibrated "
@@ -205,13 +272,21 @@ def validate(args, schedules: list[str]) -> int:
                 "means other jobs shared the machine while calibrating.")
     else:
         df = compare(base, args.stages, args.micro_batch, schedules, repeats=args.repeats, reps=args.reps,
-                     link=link)
+                     link=link, replay_rounds=getattr(args, "replay", 0), in_situ=getattr(args, "in_situ", False))
         note = (f"Simulated with {link_s}. Measured on {before} at the start and "
                 f"{machine_note().split(', ', 2)[-1]} at the end "
                 f"({time.time() - t0:.0f} s); {args.repeats} real run(s) per row (median), "
                 f"{args.steps} timed steps of {args.micro_batches} micro-batches after {args.warmup_steps} "
                 "warm-up step(s). A load average near or above the core count means other jobs shared the "
                 "machine: measured throughputs then vary from run to run.")
+    if getattr(args, "replay", 0):
+        note += (f" Every stage's forward, backward and optimizer times come from replaying its compute in the "
+                 f"run's schedule order, all stages at once (median of {args.replay} rounds); the per-block "
+                 "calibration gives only the split of the backward and the bytes sent.")
+    if getattr(args, "in_situ", False):
+        note += (" Every stage's forward+backward and optimizer times are those the run itself measured (its "
+                 "timed phases; the forward/backward split is the calibration's): not a prediction, a check of "
+                 "the schedule engine and the link model alone.")
     if getattr(args, "command_line", None):
         note += f" Made with `{args.command_line}`."
     here = {k: os.environ[k] for k in CPU_MALLOC_ENV if k in os.environ}
