@@ -174,7 +174,8 @@ def _replay_one(rank: int, job: Job) -> list[float]:
     base, recompute = base_schedule(job.schedule)
     local = base in LOCAL_SCHEDULES
     every = (cfg.update_every if base == "local" else cfg.micro_batches) if local else None
-    device = torch.device(f"cuda:{rank}" if cfg.device == "cuda" else "cpu")
+    # one GPU per stage where there are enough; stages share them round-robin where not
+    device = torch.device("cuda", rank % torch.cuda.device_count()) if cfg.device == "cuda" else torch.device("cpu")
     _, spec = data_spec(cfg)
     learner = build_learner(dataclasses.replace(cfg, method=cfg.local_method if local else "backprop"), spec)
     learner.to(device)

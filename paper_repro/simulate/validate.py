@@ -145,7 +145,7 @@ def _job(r: dict) -> Job:
                          warmup_steps=r.get("warmup_steps", 1), optimizer=r.get("optimizer", "adam"),
                          dtype=r.get("dtype", "float32"), num_classes=r.get("num_classes", 10),
                          seq_len=r.get("seq_len", 64), threads=r.get("threads_per_process"),
-                         method=r.get("method") if r["schedule"] == "local" else None,
+                         device=r.get("device", "cpu"), method=r.get("method") if r["schedule"] == "local" else None,
                          update_every=every if r["schedule"] == "local" else 1)
     schedule = "local-per-step" if r["schedule"] == "local" and every == M and M > 1 else r["schedule"]
     return Job(cfg, schedule, tuple(tuple(b) for b in r["split"]["blocks"]))
