@@ -267,9 +267,13 @@ _SCALING_CPU = dict(device="cpu", stage_sweep_micro_batches=64, micro_batches=[4
 _SCALING = {
     "quick": dict(_SCALING_COMMON, **_SCALING_CPU,
                   calibrations={"resnet": "calibration_resnet34_224_cpu1.json",
-                                "transformer": "calibration_transformer64x256_cpu1.json"}),
-    "cpu": dict(_SCALING_COMMON, **_SCALING_CPU, calibrations=None),
-    "full": dict(_SCALING_COMMON, calibrations=None, device="cuda", stage_sweep_micro_batches=128,
+                                "transformer": "calibration_transformer64x256_cpu1.json"},
+                  # the paper's setting is shown with every cached ResNet calibration (its spread)
+                  paper_calibrations=["calibration_resnet34_224_cpu1.json",
+                                      *(f"calibration_resnet34_224_cpu1_run{k}.json" for k in (1, 2, 3))]),
+    "cpu": dict(_SCALING_COMMON, **_SCALING_CPU, calibrations=None, paper_calibrations=None),
+    "full": dict(_SCALING_COMMON, calibrations=None, paper_calibrations=None, device="cuda",
+                 stage_sweep_micro_batches=128,
                  micro_batches=[4, 8, 16, 32, 64, 128, 256]),
 }
 
@@ -326,7 +330,8 @@ def pipeline_settings(profile: str = "quick") -> dict:
 def scaling_settings(profile: str = "quick") -> dict:
     """The scaling notebook's model settings, sizes and schedules at ``profile``
     (``calibrations``: cached per-block cost files in the notebook's calibration folder, or
-    None: measure them on ``device``)."""
+    None: measure them on ``device``; ``paper_calibrations``: the cached ResNet files the paper's
+    setting is simulated with, or None: the one measured)."""
     _check("scaling", profile, ("scaling",))
     return copy.deepcopy(_SCALING[profile])
 

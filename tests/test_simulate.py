@@ -174,3 +174,28 @@ def test_bad_inputs_name_the_value_and_the_choices():
         Link(bandwidth=0)
     with pytest.raises(ValueError, match="weight-gradient time"):
         uniform_costs("1f1b", 2, 1.0, 1.0, weight=2.0)
+
+
+def test_paper_setting_simulates_once_per_calibration_and_plots_the_spread():
+    import matplotlib
+    matplotlib.use("Agg")
+    from paper_repro.plots.simulate import plot_paper_setting
+    from paper_repro.simulate.scaling import paper_setting, ratio_table
+    slow_head = dataclasses.replace(_block_costs(), forward=[0.5] * 5 + [3.0])    # a bottleneck last block
+    calibrations = [_block_costs(), slow_head]
+    table = paper_setting(calibrations, 2, 4, ["gpipe", "1f1b"], micro_batch=4)
+    assert table.calibration.tolist() == [0, 0, 1, 1]
+    for i, bc in enumerate(calibrations):       # each calibration's rows are its own ratio_table
+        alone = ratio_table(bc, [2], [4], ["gpipe", "1f1b"], 4, balance="blocks")
+        assert table[table.calibration == i].ratio.tolist() == alone.ratio.tolist()
+    with pytest.raises(ValueError, match="at least one calibration"):
+        paper_setting([], 2, 4, ["gpipe"], 4)
+    spread = table.groupby("baseline", sort=False).ratio.apply(list).to_dict()
+    fig = plot_paper_setting(spread, 1.4, "t")
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.texts]
+    gpipe = sorted(spread["gpipe"])
+    assert f"{(gpipe[0] + gpipe[1]) / 2:.2f}\n[{gpipe[0]:.2f}-{gpipe[1]:.2f}]" in labels   # median, range
+    assert [p.get_height() for p in ax.patches] == pytest.approx([sum(v) / 2 for v in spread.values()])
+    single = plot_paper_setting({"gpipe": 1.1}, 1.4, "t")      # one calibration: a plain bar
+    assert "1.10" in [t.get_text() for t in single.axes[0].texts]

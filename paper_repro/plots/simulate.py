@@ -3,6 +3,8 @@ steps, peak memory per processor, and throughput ratios of local parallelism ove
 backprop (tables from :mod:`paper_repro.simulate.scaling`)."""
 from __future__ import annotations
 
+import statistics
+
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
@@ -65,12 +67,23 @@ def plot_ratios(tables: dict[str, pd.DataFrame], x: str, title: str) -> Figure:
     return fig
 
 
-def plot_paper_setting(ratios: dict[str, float], paper: float, title: str) -> Figure:
-    """Simulated local / baseline ratios as bars, the paper's reported ratio as a line."""
+def plot_paper_setting(ratios: dict[str, float | list[float]], paper: float, title: str) -> Figure:
+    """Simulated local / baseline ratios as bars, the paper's reported ratio as a line. A list of
+    ratios per baseline (one per calibration) draws its median, with its range as an error bar."""
     fig, ax = plt.subplots(figsize=(6.5, 3.8))
     names = list(ratios)
-    bars = ax.bar(names, [ratios[n] for n in names], color=sns.color_palette(n_colors=len(names)))
-    ax.bar_label(bars, fmt="%.2f", fontsize=9)
+    values = {n: sorted(v) if isinstance(v, (list, tuple)) else [v] for n, v in ratios.items()}
+    if not all(values.values()):
+        raise ValueError(f"every baseline needs at least one ratio, got {ratios!r}")
+    mid = [statistics.median(values[n]) for n in names]
+    low = [m - values[n][0] for m, n in zip(mid, names)]
+    high = [values[n][-1] - m for m, n in zip(mid, names)]
+    spread = any(len(v) > 1 for v in values.values())
+    bars = ax.bar(names, mid, color=sns.color_palette(n_colors=len(names)),
+                  yerr=[low, high] if spread else None, capsize=4)
+    labels = [f"{m:.2f}" + (f"\n[{values[n][0]:.2f}-{values[n][-1]:.2f}]" if len(values[n]) > 1 else "")
+              for m, n in zip(mid, names)]
+    ax.bar_label(bars, labels=labels, fontsize=8, label_type="center")
     ax.axhline(paper, color="black", ls="--", lw=1)
     ax.text(len(names) - 0.5, paper, f"paper: {paper:.2f} (4 IPUs)", ha="right", va="bottom", fontsize=9)
     ax.axhline(1.0, color="grey", lw=0.8)

@@ -5,6 +5,8 @@
 * :func:`ratio_table`: simulated samples/s of the local schedule over each pipelined-backprop
   schedule, for every number of processors and of micro-batches per step, from calibrated
   per-block costs.
+* :func:`paper_setting`: those ratios in one setting, with each of several calibrations (how
+  much the answer moves when the costs are measured again).
 
 The notebook's sizes per profile are :func:`paper_repro.settings.scaling_settings`.
 """
@@ -70,3 +72,13 @@ def ratio_table(bc: BlockCosts, stages: list[int], micro_batches: list[int], bas
                                  "local_samples_per_s": speed[local], "baseline_samples_per_s": speed[schedule],
                                  "ratio": speed[local] / speed[schedule]})
     return pd.DataFrame(rows)
+
+
+def paper_setting(calibrations: list[BlockCosts], stages: int, micro_batches: int, baselines: list[str],
+                  micro_batch: int, balance: str = "blocks") -> pd.DataFrame:
+    """:func:`ratio_table`'s rows for one setting, once per calibration (column ``calibration``:
+    its index in ``calibrations``)."""
+    if not calibrations:
+        raise ValueError("paper_setting needs at least one calibration")
+    return pd.concat([ratio_table(bc, [stages], [micro_batches], baselines, micro_batch, balance=balance)
+                      .assign(calibration=i) for i, bc in enumerate(calibrations)], ignore_index=True)
