@@ -169,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     before, t0 = machine_note(), time.time()
     probes = {
-        "1. torch runtime, whole MLP as one stage, ms per micro-batch of 16": _probe(_runtime, 1, max(args.rounds // 4, 3)),
+        "1. torch runtime, whole MLP as one stage, ms per micro-batch of 16":
+            _probe(_runtime, 1, max(args.rounds // 4, 3)),
         "2. fixed work, ms, peer idle": _probe(_pending, 2, args.rounds),
         "3a. fixed work, ms, peer idle": _probe(_wake, 2, args.rounds, False),
         "3b. fixed work, ms, peer computing": _probe(_wake, 2, args.rounds, True),
