@@ -293,6 +293,9 @@ def add_simulate(subparsers) -> None:
                    help="--validate: take every stage's forward, backward and optimizer times from replaying "
                         "each run's compute in its schedule's order, all stages at once (median of K rounds; "
                         "0: the per-block calibration alone)")
+    p.add_argument("--coupled", action="store_true",
+                   help="--replay: every replayed action also waits for the neighbouring stage's action it "
+                        "depends on, as in the real pipeline (still nothing is sent)")
     p.add_argument("--in-situ", action="store_true",
                    help="--validate: simulate every run with the forward+backward and optimizer times its own "
                         "stages measured (not a prediction: a check of the schedule engine and link model alone)")

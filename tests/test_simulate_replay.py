@@ -89,3 +89,27 @@ def test_in_situ_times_split_each_stages_measured_phases_as_the_calibration_does
     assert [(t.forward, t.backward, t.optimizer) for t in times] == [(0.75, 2.25, 2.0), (1.5, 4.5, 1.0)]
     with pytest.raises(ValueError, match="not both"):
         against([], replay_rounds=1, in_situ=True)
+
+
+def test_coupled_replays_wait_for_their_neighbours_and_finish():
+    """Coupled, a stage waits for the action it depends on; the local schedule's first stage,
+    which never waits, runs ahead into the next replay without stalling the second."""
+    jobs = [job("local", method="chunked-2"), job("1f1b"), job("gpipe")]
+    times = rp.replay(jobs, rounds=2, malloc_env={}, coupled=True)
+    assert all(t.forward > 0 and t.backward > 0 for stages in times.values() for t in stages)
+
+
+def test_a_missing_neighbour_action_times_out_naming_it(monkeypatch):
+    import threading
+    monkeypatch.setattr(rp, "BARRIER_TIMEOUT", 0.05)
+    done = [0, 0, 0, 0]             # stage 0: forwards, backwards; stage 1: forwards, backwards
+    sync = (threading.Condition(), done)
+    with pytest.raises(TimeoutError, match="stage 1 waited 0 s for stage 0's forward of micro-batch 0"):
+        rp._wait_for_neighbour(sync, 1, 2, "F", 0, local=False)
+    with pytest.raises(TimeoutError, match="stage 0 waited 0 s for stage 1's backward of micro-batch 2"):
+        rp._wait_for_neighbour(sync, 0, 2, "B", 2, local=False)
+    done[0], done[3] = 1, 3
+    rp._wait_for_neighbour(sync, 1, 2, "F", 0, local=False)       # done: no wait
+    rp._wait_for_neighbour(sync, 0, 2, "B", 2, local=False)
+    rp._wait_for_neighbour(sync, 0, 2, "B", 7, local=True)        # a local backward waits for nobody
+    rp._wait_for_neighbour(sync, 0, 2, "F", 7, local=False)       # the first stage's forward neither

@@ -19,7 +19,9 @@ run's stage modules, optimizer, update rule, threads and glibc malloc settings, 
 saved-tensor meter ``bench pipeline`` runs on CPU. Nothing is communicated: the inputs are
 fixed tensors of the right shape, and the gradient arriving at a stage's output is a fixed
 random tensor. Each action is timed; the mean forward, backward and optimizer step per stage
-are the costs the engine then schedules, adding the waits and the link.
+are the costs the engine then schedules, adding the waits and the link. A *coupled* replay also
+makes every action wait for the neighbouring stage's action it depends on, as the real pipeline
+does, so the stages keep the schedule's timing relative to each other.
 
 What a replay cannot give: costs for a machine or a number of stages one cannot run (there the
 per-block calibration is what there is), and the pipeline runtime's own work between actions.
@@ -72,11 +74,17 @@ class StageTimes:
     optimizer: float
 
 
-def replay(jobs: list[Job], rounds: int = 3, malloc_env: dict | None = None) -> dict[tuple, list[StageTimes]]:
+def replay(jobs: list[Job], rounds: int = 3, malloc_env: dict | None = None,
+           coupled: bool = False) -> dict[tuple, list[StageTimes]]:
     """Replay every job ``rounds`` times, interleaved (round k of every job before round k + 1 of
     any), in one process per stage; per job (:meth:`Job.key`) and stage, the median over rounds.
     All jobs must have the same model and number of stages. ``malloc_env``: glibc malloc variables
-    for the stage processes (those of :data:`CPU_MALLOC_ENV` not given are unset; ``None``: as here)."""
+    for the stage processes (those of :data:`CPU_MALLOC_ENV` not given are unset; ``None``: as here).
+
+    ``coupled``: every action also waits, as in the real pipeline, for the action it depends on in
+    the neighbouring stage (a forward for the previous stage's forward of the micro-batch, a
+    pipelined backprop backward for the next stage's backward), blocking on a shared condition
+    variable; still nothing is sent. Without it, each stage runs its actions back to back."""
     if not jobs:
         return {}
     if not isinstance(rounds, int) or rounds < 1:
@@ -92,9 +100,11 @@ def replay(jobs: list[Job], rounds: int = 3, malloc_env: dict | None = None) -> 
     order = [job for _ in range(rounds) for job in jobs]
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(S)
+    # per stage: forwards and backwards done so far in the current replay (when coupled)
+    sync = (ctx.Condition(), ctx.Array("q", 2 * S, lock=False)) if coupled else None
     with tempfile.TemporaryDirectory() as tmp, _env(malloc_env):
         out = os.path.join(tmp, "times")
-        mp.start_processes(_stage, args=(order, barrier, out), nprocs=S, start_method="spawn")
+        mp.start_processes(_stage, args=(order, barrier, out, sync), nprocs=S, start_method="spawn")
         per_rank = []
         for rank in range(S):
             with open(f"{out}.{rank}") as f:
@@ -147,13 +157,15 @@ def _env(malloc_env: dict | None):
                 os.environ[k] = v
 
 
-def _stage(rank: int, order: list[Job], barrier, out_path: str) -> None:
+def _stage(rank: int, order: list[Job], barrier, out_path: str, sync) -> None:
     times = []
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    offset = 0          # the shared counters only grow: earlier replays' micro-batches come first
     for job in order:
         torch.set_num_threads(job.cfg.threads or max(1, cores // len(job.cut)))
         barrier.wait(timeout=BARRIER_TIMEOUT)       # every stage starts a replay together
-        times.append(_replay_one(rank, job))
+        times.append(_replay_one(rank, job, sync, offset))
+        offset += job.cfg.total_micro_batches
     with open(f"{out_path}.{rank}", "w") as f:
         json.dump(times, f)
 
@@ -167,8 +179,10 @@ def _actions(job: Job, rank: int) -> list[tuple[str, int]]:
     return [(a.kind, a.micro_batch) for a in torch_order(base, len(job.cut), M).actions[rank]]
 
 
-def _replay_one(rank: int, job: Job) -> list[float]:
-    """Mean seconds of this stage's forward, backward and optimizer step over the timed steps."""
+def _replay_one(rank: int, job: Job, sync=None, offset: int = 0) -> list[float]:
+    """Mean seconds of this stage's forward, backward and optimizer step over the timed steps
+    (``sync``: the shared condition and counters of a coupled replay, at ``offset`` micro-batches
+    from earlier replays)."""
     cfg = job.cfg
     S = len(job.cut)
     base, recompute = base_schedule(job.schedule)
@@ -209,6 +223,8 @@ def _replay_one(rank: int, job: Job) -> list[float]:
         timed = step >= cfg.warmup_steps
         with meter:
             for kind, mb in actions:
+                if sync is not None:
+                    _wait_for_neighbour(sync, rank, S, kind, offset + step * cfg.micro_batches + mb, local)
                 t0 = time.perf_counter()
                 if kind == "F":
                     inp = h.detach().requires_grad_(rank > 0 and not local) if h.is_floating_point() else h
@@ -226,6 +242,10 @@ def _replay_one(rank: int, job: Job) -> list[float]:
                 if timed:
                     sums[k] += dt
                     counts[k] += 1
+                if sync is not None:
+                    with sync[0]:
+                        sync[1][2 * rank + k] += 1
+                        sync[0].notify_all()
                 if local and kind == "B":
                     n += 1
                     if n % every == 0:
@@ -233,6 +253,22 @@ def _replay_one(rank: int, job: Job) -> list[float]:
         if not local:
             _timed_step(opt, device, sums, counts, timed)
     return [s / c if c else 0.0 for s, c in zip(sums, counts)]
+
+
+def _wait_for_neighbour(sync, rank: int, S: int, kind: str, g: int, local: bool) -> None:
+    """Block until the neighbour's action this one depends on is done: micro-batch ``g``'s
+    forward on the previous stage, or (pipelined backprop) its backward on the next stage."""
+    cond, done = sync
+    if kind == "F" and rank > 0:
+        slot = 2 * (rank - 1)
+    elif kind == "B" and not local and rank < S - 1:
+        slot = 2 * (rank + 1) + 1
+    else:
+        return
+    with cond:
+        if not cond.wait_for(lambda: done[slot] > g, timeout=BARRIER_TIMEOUT):
+            raise TimeoutError(f"stage {rank} waited {BARRIER_TIMEOUT:.0f} s for stage {slot // 2}'s "
+                               f"{'forward' if slot % 2 == 0 else 'backward'} of micro-batch {g}")
 
 
 def _timed_step(opt, device: torch.device, sums: list[float], counts: list[int], timed: bool) -> None:

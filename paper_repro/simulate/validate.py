@@ -39,10 +39,10 @@ TOLERANCE = 0.15    # the goal: simulated throughput ratios to 1F1B within 15% o
 
 def compare(base: PipelineConfig, stages: list[int], micro_batch_sizes: list[int], schedules: list[str],
             repeats: int = 1, reps: int = 3, link: Link | None = None, timeout: float | None = None,
-            replay_rounds: int = 0, in_situ: bool = False) -> pd.DataFrame:
+            replay_rounds: int = 0, in_situ: bool = False, coupled: bool = False) -> pd.DataFrame:
     """One row per (stages, micro-batch size, schedule): measured and simulated samples/s, their
     ratios to 1F1B, and the largest relative error of the saved-for-backward bytes over stages
-    (``replay_rounds``, ``in_situ``: see :func:`against`)."""
+    (``replay_rounds``, ``in_situ``, ``coupled``: see :func:`against`)."""
     runnable = [s for s in schedules if s in REAL_SCHEDULES]
     if "1f1b" not in runnable:
         runnable.append("1f1b")
@@ -60,26 +60,29 @@ def compare(base: PipelineConfig, stages: list[int], micro_batch_sizes: list[int
                    for u in (update_every if s == "local" else [1])]
         runs = run_pipeline(configs, timeout=timeout, progress=False)
         records += median_records(runs) if repeats > 1 else runs
-    df = against(records, reps=reps, link=link, replay_rounds=replay_rounds, in_situ=in_situ)
+    df = against(records, reps=reps, link=link, replay_rounds=replay_rounds, in_situ=in_situ, coupled=coupled)
     df.attrs["records"] = records       # the real runs, to simulate again later (--validate-against)
     return df
 
 
 def against(records: list[dict], reps: int = 3, link: Link | None = None, replay_rounds: int = 0,
-            in_situ: bool = False) -> pd.DataFrame:
+            in_situ: bool = False, coupled: bool = False) -> pd.DataFrame:
     """Simulate the runs of ``bench pipeline`` records (measured earlier, e.g. a committed JSON)
     with costs calibrated now, on the same cuts: the table :func:`compare` returns.
 
     Every stage's forward, backward and optimizer times come from the per-block calibration, or:
 
     * ``replay_rounds=k``: from a replay of the run's compute in its schedule's order
-      (:mod:`.replay`, median of ``k`` rounds);
+      (:mod:`.replay`, median of ``k`` rounds; ``coupled``: each action waiting for the neighbour's
+      action it depends on);
     * ``in_situ``: from the run itself (its stages' ``forward_backward`` and ``optimizer``
       phases). Not a prediction: a check of the engine and the link model alone, given the
       durations the run had.
     """
     if replay_rounds and in_situ:
         raise ValueError("give replay rounds or in-situ durations, not both")
+    if coupled and not replay_rounds:
+        raise ValueError("coupled applies to a replay: give replay rounds too")
     # the simulated local schedule holds one local module per stage (the paper's setting)
     skipped = [f"{r['schedule']} {r.get('method')} micro-batch {r['micro_batch']}" for r in records
                if r["schedule"] == "local" and not _one_module_per_stage(r)]
@@ -90,7 +93,7 @@ def against(records: list[dict], reps: int = 3, link: Link | None = None, replay
     rows = []
     metas, calibrations = {}, {}
     jobs = [_job(r) for r in records]
-    replayed = _replay(records, jobs, replay_rounds) if replay_rounds else {}
+    replayed = _replay(records, jobs, replay_rounds, coupled) if replay_rounds else {}
     for r, job in zip(records, jobs):
         S, B, M, schedule, every = (r["stages"], r["micro_batch"], r["micro_batches"], job.schedule,
                                     r.get("update_every") or 1)
@@ -168,7 +171,7 @@ def in_situ_times(record: dict, calibrated, recompute: bool) -> list[StageTimes]
     return out
 
 
-def _replay(records: list[dict], jobs: list[Job], rounds: int) -> dict:
+def _replay(records: list[dict], jobs: list[Job], rounds: int, coupled: bool = False) -> dict:
     """Replays of every record's run, grouped by model and number of stages (one set of stage
     processes each), with the glibc malloc settings the runs had."""
     groups: dict[tuple, list[tuple[dict, Job]]] = {}
@@ -182,7 +185,7 @@ def _replay(records: list[dict], jobs: list[Job], rounds: int) -> dict:
                              "replay them separately")
         unique = list({job.key(): job for _, job in members}.values())
         print(f"replaying {len(unique)} runs of {key[0]} on {key[3]} stages, {rounds} round(s) ...", flush=True)
-        out[key] = replay(unique, rounds=rounds, malloc_env=json.loads(envs.pop()))
+        out[key] = replay(unique, rounds=rounds, malloc_env=json.loads(envs.pop()), coupled=coupled)
     return out
 
 
@@ -264,7 +267,7 @@ def validate(args, schedules: list[str]) -> int:
         except (OSError, json.JSONDecodeError) as err:
             raise ValueError(f"--validate-against {str(path)!r}: not a readable bench pipeline JSON ({err})") from None
         df = against(records, reps=args.reps, link=link, replay_rounds=getattr(args, "replay", 0),
-                     in_situ=getattr(args, "in_situ", False))
+                     in_situ=getattr(args, "in_situ", False), coupled=getattr(args, "coupled", False))
         hw = sorted({str(r.get("hardware")) for r in records})
         note = (f"Real runs: the records of {path.name} (hardware {', '.join(hw)}; "
                 f"{records[0].get('repeats', 1)} run(s) per row, median). Simulated with {link_s}, calibrated "
@@ -272,7 +275,8 @@ def validate(args, schedules: list[str]) -> int:
                 "means other jobs shared the machine while calibrating.")
     else:
         df = compare(base, args.stages, args.micro_batch, schedules, repeats=args.repeats, reps=args.reps,
-                     link=link, replay_rounds=getattr(args, "replay", 0), in_situ=getattr(args, "in_situ", False))
+                     link=link, replay_rounds=getattr(args, "replay", 0), in_situ=getattr(args, "in_situ", False),
+                     coupled=getattr(args, "coupled", False))
         note = (f"Simulated with {link_s}. Measured on {before} at the start and "
                 f"{machine_note().split(', ', 2)[-1]} at the end "
                 f"({time.time() - t0:.0f} s); {args.repeats} real run(s) per row (median), "
@@ -283,6 +287,9 @@ def validate(args, schedules: list[str]) -> int:
         note += (f" Every stage's forward, backward and optimizer times come from replaying its compute in the "
                  f"run's schedule order, all stages at once (median of {args.replay} rounds); the per-block "
                  "calibration gives only the split of the backward and the bytes sent.")
+        if getattr(args, "coupled", False):
+            note += (" Coupled: each replayed action waited for the neighbouring stage's action it depends on, "
+                     "as in the real pipeline.")
     if getattr(args, "in_situ", False):
         note += (" Every stage's forward+backward and optimizer times are those the run itself measured (its "
                  "timed phases; the forward/backward split is the calibration's): not a prediction, a check of "
