@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import sys
 import tempfile
@@ -35,15 +34,10 @@ import torch.multiprocessing as mp
 from paper_repro.build import make_optimizer
 from paper_repro.distributed import PipelineConfig, build_learner, data_spec, synthetic_batches
 from paper_repro.distributed.baselines import StageModule
+from paper_repro.simulate.linkcal import _free_port
 from paper_repro.simulate.validate import machine_note
 
 MLP = dict(model="mlp", model_kwargs={"depth": 8, "width": 1024}, image_size=32, optimizer="adam")
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _init(rank: int, world: int, port: int) -> None:
@@ -157,7 +151,7 @@ def _wake(rank: int, port: int, rounds: int, out: str, peer_busy: bool) -> None:
 def _probe(fn, nprocs: int, rounds: int, *extra) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "times.json")
-        mp.start_processes(fn, args=(_port(), rounds, out, *extra), nprocs=nprocs, start_method="spawn")
+        mp.start_processes(fn, args=(_free_port(), rounds, out, *extra), nprocs=nprocs, start_method="spawn")
         times = json.loads(Path(out).read_text())
     return {k: statistics.median(v) * 1e3 for k, v in times.items()}
 

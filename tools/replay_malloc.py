@@ -16,7 +16,6 @@ writes ``OUT.json`` (every replay) and ``OUT.md`` (the table). Run it on an idle
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import statistics
 import sys
@@ -27,17 +26,9 @@ from paper_repro.distributed.config import CPU_MALLOC_ENV
 from paper_repro.simulate.calibrate import measure
 from paper_repro.simulate.costs import fresh_share, schedule_costs
 from paper_repro.simulate.replay import replay
-from paper_repro.simulate.validate import _job, machine_note
+from paper_repro.simulate.validate import in_situ_times, machine_note, record_job
 
 ALLOCATORS = {"glibc": {}, "keep-freed": dict(CPU_MALLOC_ENV)}
-
-
-def in_situ(record: dict) -> list[float]:
-    """Seconds of forward+backward per micro-batch of every stage, as the real run timed them."""
-    per_stage = record["per_stage"]
-    per_stage = ast.literal_eval(per_stage) if isinstance(per_stage, str) else per_stage
-    n = record["steps"] * record["micro_batches"]
-    return [p["phases_s"]["forward_backward"] / n for p in per_stage]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sets", type=int, default=2, help="alternations of the two allocators")
     args = ap.parse_args(argv)
     records = [r for r in json.loads(Path(args.runs).read_text()) if not r.get("comm_only")]
-    jobs = list({j.key(): j for j in map(_job, records)}.values())
+    jobs = list({j.key(): j for j in map(record_job, records)}.values())
     before, t0 = machine_note(), time.time()
     replays = {name: [] for name in ALLOCATORS}
     for k in range(args.sets):
@@ -59,13 +50,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"set {k + 1}/{args.sets}: {name} done ({time.time() - t0:.0f} s)", flush=True)
     calibrations = {B: measure(j.cfg, reps=10) for B, j in {j.cfg.micro_batch: j for j in jobs}.items()}
     rows = []
-    for r, job in zip(records, map(_job, records)):
+    for r, job in zip(records, map(record_job, records)):
         key = f"{job.cfg.micro_batch} {job.schedule}"
         c = schedule_costs(calibrations[job.cfg.micro_batch], job.schedule, len(job.cut),
                            cut=[list(b) for b in job.cut],
                            fresh=fresh_share(job.schedule, job.cfg.micro_batches, job.cfg.update_every))
         recompute = job.schedule.endswith("-recompute")
-        for s, measured in enumerate(in_situ(r)):
+        for s, real in enumerate(in_situ_times(r, c, recompute)):
+            measured = real.forward + real.backward
             fb = {name: statistics.median(t[key][s][0] + t[key][s][1] for t in sets) for name, sets in replays.items()}
             rows.append({"micro_batch": job.cfg.micro_batch, "schedule": job.schedule, "stage": s,
                          "real_run_ms": measured * 1e3,

@@ -92,7 +92,7 @@ def against(records: list[dict], reps: int = 3, link: Link | None = None, replay
         raise ValueError("the records hold no 1f1b run, the reference of every ratio")
     rows = []
     metas, calibrations = {}, {}
-    jobs = [_job(r) for r in records]
+    jobs = [record_job(r) for r in records]
     replayed = _replay(records, jobs, replay_rounds, coupled) if replay_rounds else {}
     for r, job in zip(records, jobs):
         S, B, M, schedule, every = (r["stages"], r["micro_batch"], r["micro_batches"], job.schedule,
@@ -140,7 +140,7 @@ def against(records: list[dict], reps: int = 3, link: Link | None = None, replay
     return df
 
 
-def _job(r: dict) -> Job:
+def record_job(r: dict) -> Job:
     """The replay of a ``bench pipeline`` record's run (also the settings the simulation uses)."""
     S, M, every = r["stages"], r["micro_batches"], r.get("update_every") or 1
     cfg = PipelineConfig(model=r["model"], model_kwargs=r["model_kwargs"], image_size=r.get("image_size", 32),
@@ -257,6 +257,8 @@ def validate(args, schedules: list[str]) -> int:
                           device=args.device, threads=args.threads).validate()
     before = machine_note()
     t0 = time.time()
+    durations = {"replay_rounds": getattr(args, "replay", 0), "in_situ": getattr(args, "in_situ", False),
+                 "coupled": getattr(args, "coupled", False)}        # where the stage times come from
     link = Link(*args.link) if args.link else None
     link_s = (f"link {args.link[0] * 1e6:.1f} us + bytes / {args.link[1] / 1e9:.2f} GB/s" if args.link
               else "communication free (no link model)")
@@ -266,8 +268,7 @@ def validate(args, schedules: list[str]) -> int:
             records = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as err:
             raise ValueError(f"--validate-against {str(path)!r}: not a readable bench pipeline JSON ({err})") from None
-        df = against(records, reps=args.reps, link=link, replay_rounds=getattr(args, "replay", 0),
-                     in_situ=getattr(args, "in_situ", False), coupled=getattr(args, "coupled", False))
+        df = against(records, reps=args.reps, link=link, **durations)
         hw = sorted({str(r.get("hardware")) for r in records})
         note = (f"Real runs: the records of {path.name} (hardware {', '.join(hw)}; "
                 f"{records[0].get('repeats', 1)} run(s) per row, median). Simulated with {link_s}, calibrated "
@@ -275,22 +276,21 @@ def validate(args, schedules: list[str]) -> int:
                 "means other jobs shared the machine while calibrating.")
     else:
         df = compare(base, args.stages, args.micro_batch, schedules, repeats=args.repeats, reps=args.reps,
-                     link=link, replay_rounds=getattr(args, "replay", 0), in_situ=getattr(args, "in_situ", False),
-                     coupled=getattr(args, "coupled", False))
+                     link=link, **durations)
         note = (f"Simulated with {link_s}. Measured on {before} at the start and "
                 f"{machine_note().split(', ', 2)[-1]} at the end "
                 f"({time.time() - t0:.0f} s); {args.repeats} real run(s) per row (median), "
                 f"{args.steps} timed steps of {args.micro_batches} micro-batches after {args.warmup_steps} "
                 "warm-up step(s). A load average near or above the core count means other jobs shared the "
                 "machine: measured throughputs then vary from run to run.")
-    if getattr(args, "replay", 0):
+    if durations["replay_rounds"]:
         note += (f" Every stage's forward, backward and optimizer times come from replaying its compute in the "
                  f"run's schedule order, all stages at once (median of {args.replay} rounds); the per-block "
                  "calibration gives only the split of the backward and the bytes sent.")
-        if getattr(args, "coupled", False):
+        if durations["coupled"]:
             note += (" Coupled: each replayed action waited for the neighbouring stage's action it depends on, "
                      "as in the real pipeline.")
-    if getattr(args, "in_situ", False):
+    if durations["in_situ"]:
         note += (" Every stage's forward+backward and optimizer times are those the run itself measured (its "
                  "timed phases; the forward/backward split is the calibration's): not a prediction, a check of "
                  "the schedule engine and the link model alone.")
