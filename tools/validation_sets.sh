@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Independent re-measurements of the simulator's validation runs: the four tables of
+# docs/simulate.md (ResNet-18 width 16 and MLP 8x1024, glibc's default allocator and keep-freed),
+# each measured again from scratch (fresh processes, 5 interleaved repeats, same-session
+# calibration and link) as results/simulate/validation_<model>_cpu2_busylink_<allocator>_set<K>.
+# Comparing the sets says how well the measured ratios to 1F1B reproduce from one measurement
+# to the next (tools/validation_repro.py). Run it on an otherwise idle machine.
+#
+#   tools/validation_sets.sh 2 3     # sets 2 and 3; a table whose .runs.json exists is skipped,
+#                                    # so an interrupted call resumes where it stopped
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-.venv/bin/python}
+export OMP_NUM_THREADS=1
+OUT=results/simulate
+COMMON=(--stages 2 --micro-batches 16 --steps 3 --warmup-steps 1 --optimizer adam --repeats 5
+        --link auto --schedule local,local-per-step,gpipe,1f1b,1f1b-recompute)
+RESNET=(--model resnet18 --model-kwargs '{"width": 16}' --micro-batch 8,16,32)
+MLP=(--model mlp --model-kwargs '{"depth": 8, "width": 1024}' --micro-batch 16,32,64)
+
+table() {  # table NAME ALLOCATOR ARGS...
+    local name=$1 alloc=$2; shift 2
+    if [[ -e "$OUT/$name.runs.json" ]]; then echo "skip $name (done)"; return; fi
+    echo "== $name ($(date -u +%H:%M:%S)) =="
+    if [[ "$alloc" == keep-freed ]]; then
+        PAPER_REPRO_MALLOC=keep-freed "$PY" -m paper_repro.cli simulate "$@" "${COMMON[@]}" --validate "$OUT/$name"
+    else
+        "$PY" -m paper_repro.cli simulate "$@" "${COMMON[@]}" --validate "$OUT/$name"
+    fi
+}
+
+for k in "$@"; do
+    table "validation_resnet18w16_cpu2_busylink_glibc_set$k" glibc "${RESNET[@]}"
+    table "validation_mlp8x1024_cpu2_busylink_glibc_set$k" glibc "${MLP[@]}"
+    table "validation_resnet18w16_cpu2_busylink_keepfreed_set$k" keep-freed "${RESNET[@]}"
+    table "validation_mlp8x1024_cpu2_busylink_keepfreed_set$k" keep-freed "${MLP[@]}"
+done
+echo "== done ($(date -u +%H:%M:%S)) =="
