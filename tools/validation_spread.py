@@ -15,26 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 
-from paper_repro.simulate.engine import Link
-from paper_repro.simulate.validate import TOLERANCE, against, machine_note
-
-LINK = re.compile(r"link ([0-9.]+) us \+ bytes / ([0-9.]+) GB/s")
-
-
-def table_link(runs: Path) -> Link:
-    """The link the table next to ``runs`` was simulated with (its note says)."""
-    md = Path(str(runs).removesuffix(".runs.json") + ".md")
-    found = LINK.search(md.read_text())
-    if not found:
-        raise ValueError(f"{md} names no link (latency us + bytes / GB/s)")
-    return Link(float(found[1]) * 1e-6, float(found[2]) * 1e9)
+from paper_repro.simulate.validate import TOLERANCE, against, machine_note, table_link
 
 
 def main(argv: list[str] | None = None) -> int:

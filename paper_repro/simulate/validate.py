@@ -15,6 +15,7 @@ import dataclasses
 import json
 import os
 import platform
+import re
 import statistics
 import time
 from pathlib import Path
@@ -35,6 +36,7 @@ from .replay import Job, StageTimes, replay, replay_costs
 
 REAL_SCHEDULES = ("local", "gpipe", "1f1b", "1f1b-recompute")
 TOLERANCE = 0.15    # the goal: simulated throughput ratios to 1F1B within 15% of the measured ones
+_NOTE_LINK = re.compile(r"link ([0-9.]+) us \+ bytes / ([0-9.]+) GB/s")
 
 
 def compare(base: PipelineConfig, stages: list[int], micro_batch_sizes: list[int], schedules: list[str],
@@ -210,6 +212,16 @@ def _one_module_per_stage(record: dict) -> bool:
     without a method ran chunked-S."""
     method = record.get("method") or f"chunked-{record['stages']}"
     return methods.parse_spec(method) == ("chunked", record["stages"])
+
+
+def table_link(runs: str | Path) -> Link:
+    """The link a validation table was simulated with, as its note (``PATH.md`` beside the
+    ``PATH.runs.json`` of its real runs) gives it."""
+    md = Path(str(runs).removesuffix(".runs.json") + ".md")
+    found = _NOTE_LINK.search(md.read_text())
+    if not found:
+        raise ValueError(f"{md} names no link (latency us + bytes / GB/s)")
+    return Link(float(found[1]) * 1e-6, float(found[2]) * 1e9)
 
 
 def machine_note() -> str:

@@ -1,0 +1,92 @@
+"""How far apart are independent measurements of the same real runs, and is the simulator farther?
+
+A validation table (:func:`.validate.against`) compares the simulator with one measurement: 5
+interleaved repeats of every schedule. Measuring the same runs again, from scratch at another
+time, gives another table. :func:`agreement` puts several such tables side by side and counts,
+for every ratio to 1F1B, how often
+
+* one measurement lands within the tolerance of another (the measurement's own reproducibility:
+  the best a prediction can be expected to do on this machine);
+* the simulation calibrated beside one measurement lands within the tolerance of that same
+  measurement (the usual validation count) and of the other measurements;
+* the median simulation lands within the tolerance of the pooled measurement (the median of every
+  paired repeat of every measurement).
+
+Ratios are compared as ``|predicted / measured - 1| <= tolerance``; each ordered pair counts once.
+"""
+from __future__ import annotations
+
+import itertools
+import statistics
+
+import pandas as pd
+
+from .validate import TOLERANCE, paired_ratios
+
+KEYS = ["stages", "micro_batch", "schedule"]
+
+
+def _within(predicted: float, measured: float, tolerance: float) -> bool:
+    return abs(predicted / measured - 1) <= tolerance
+
+
+def agreement(tables: dict[str, pd.DataFrame], tolerance: float = TOLERANCE) -> pd.DataFrame:
+    """One row per ratio to 1F1B (``stages``, ``micro_batch``, ``schedule``; 1F1B's own rows left
+    out) found in every table of ``tables`` (name -> a :func:`.validate.against` table, with its
+    ``measured_runs``): each measurement's ratio (``measured:<name>``), each simulation's
+    (``simulated:<name>``), the pooled measured ratio, and the counts described in the module's
+    docstring (``remeasure_within`` of ``remeasure_pairs``, ``own_within`` of ``sets``,
+    ``cross_within`` of ``remeasure_pairs``, ``pooled_within``: 0 or 1)."""
+    if len(tables) < 2:
+        raise ValueError(f"agreement needs at least 2 independent measurements, got {len(tables)}")
+    names = list(tables)
+    indexed = {}
+    for name, df in tables.items():
+        missing = {*KEYS, "measured_ratio_vs_1f1b", "simulated_ratio_vs_1f1b", "measured_runs"} - set(df.columns)
+        if missing:
+            raise ValueError(f"table {name!r} lacks columns {sorted(missing)}")
+        ref = df[df.schedule == "1f1b"].set_index(["stages", "micro_batch"]).measured_runs
+        df = df[df.schedule != "1f1b"].copy()
+        df["paired"] = [paired_ratios(list(runs), list(ref.loc[(s, b)]))
+                        for s, b, runs in zip(df.stages, df.micro_batch, df.measured_runs)]
+        indexed[name] = df.set_index(KEYS)
+    common = [k for k in indexed[names[0]].index if all(k in t.index for t in indexed.values())]
+    pairs = list(itertools.permutations(names, 2))
+    rows = []
+    for key in common:
+        measured = {n: indexed[n].loc[key, "measured_ratio_vs_1f1b"] for n in names}
+        simulated = {n: indexed[n].loc[key, "simulated_ratio_vs_1f1b"] for n in names}
+        pooled = statistics.median(v for n in names for v in indexed[n].loc[key, "paired"])
+        sim_median = statistics.median(simulated.values())
+        row = dict(zip(KEYS, key))
+        row.update({f"measured:{n}": v for n, v in measured.items()})
+        row.update({f"simulated:{n}": v for n, v in simulated.items()})
+        row.update({
+            "measured_pooled": pooled, "measured_min": min(measured.values()), "measured_max": max(measured.values()),
+            "simulated_median": sim_median,
+            "sets": len(names), "remeasure_pairs": len(pairs),
+            "remeasure_within": sum(_within(measured[i], measured[j], tolerance) for i, j in pairs),
+            "own_within": sum(_within(simulated[n], measured[n], tolerance) for n in names),
+            "cross_within": sum(_within(simulated[i], measured[j], tolerance) for i, j in pairs),
+            "pooled_within": int(_within(sim_median, pooled, tolerance)),
+            "pooled_error": sim_median / pooled - 1,
+        })
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def summary(per_ratio: pd.DataFrame) -> dict:
+    """The counts of :func:`agreement`'s rows added up, as fractions and counts."""
+    n = len(per_ratio)
+    pairs = int(per_ratio.remeasure_pairs.sum())
+    own = int(per_ratio.sets.sum())
+    return {
+        "ratios": n,
+        "remeasure_within": int(per_ratio.remeasure_within.sum()), "remeasure_pairs": pairs,
+        "own_within": int(per_ratio.own_within.sum()), "own_pairs": own,
+        "cross_within": int(per_ratio.cross_within.sum()), "cross_pairs": pairs,
+        "pooled_within": int(per_ratio.pooled_within.sum()),
+        "reproducible_ratios": int((per_ratio.remeasure_within == per_ratio.remeasure_pairs).sum()),
+        "pooled_within_where_reproducible": int(per_ratio.pooled_within[
+            per_ratio.remeasure_within == per_ratio.remeasure_pairs].sum()),
+    }
