@@ -2,7 +2,7 @@
 import pandas as pd
 import pytest
 
-from paper_repro.simulate.remeasure import agreement, summary
+from paper_repro.simulate.remeasure import agreement, compute_vs_1f1b, measurement_files, summary
 
 
 def _table(local_runs, simulated_local):
@@ -50,3 +50,33 @@ def test_agreement_names_what_is_missing():
         agreement({"a": _table([100], 1.0)})
     with pytest.raises(ValueError, match="measured_runs"):
         agreement({"a": _table([100], 1.0).drop(columns=["measured_runs"]), "b": _table([100], 1.0)})
+
+
+def _record(schedule, micro_batch, fb_per_stage, update_every=1):
+    """A ``bench pipeline`` record with 2 timed steps of 4 micro-batches and these stage phases."""
+    return {"schedule": schedule, "micro_batch": micro_batch, "steps": 2, "micro_batches": 4,
+            "update_every": update_every, "per_stage": [{"phases_s": {"forward_backward": t}} for t in fb_per_stage]}
+
+
+def test_compute_vs_1f1b_divides_each_stage_by_1f1b_in_the_same_measurement():
+    first = [_record("1f1b", 8, [0.8, 1.6]), _record("gpipe", 8, [1.6, 1.6]),
+             _record("local", 8, [0.4, 0.8], update_every=4)]
+    second = [_record("1f1b", 8, [1.6, 1.6]), _record("gpipe", 8, [1.6, 2.4]),
+              _record("local", 8, [0.8, 1.6], update_every=4)]
+    df = compute_vs_1f1b([first, second]).set_index(["schedule", "stage"])
+    assert df.loc[("gpipe", 0), "compute_vs_1f1b"] == pytest.approx(1.5)     # median of 2.0 and 1.0
+    assert (df.loc[("gpipe", 0), "min"], df.loc[("gpipe", 0), "max"]) == pytest.approx((1.0, 2.0))
+    assert df.loc[("gpipe", 1), "compute_vs_1f1b"] == pytest.approx(1.25)    # 1.0 and 1.5
+    assert df.loc[("local-per-step", 0), "compute_vs_1f1b"] == pytest.approx(0.5)
+    # 1F1B's own time per micro-batch: 0.8 s / 8 and 1.6 s / 8 -> 100 and 200 ms, median 150
+    assert df.loc[("1f1b", 0), "1f1b_ms_per_micro_batch"] == pytest.approx(150.0)
+    with pytest.raises(ValueError, match="no 1f1b run at micro-batch 8"):
+        compute_vs_1f1b([[_record("gpipe", 8, [1.0, 1.0])]])
+
+
+def test_measurement_files_lists_the_table_then_its_re_measurements(tmp_path):
+    for name in ("v.runs.json", "v_set3.runs.json", "v_set2.runs.json", "other.runs.json"):
+        (tmp_path / name).write_text("[]")
+    assert [p.name for p in measurement_files(tmp_path / "v")] == ["v.runs.json", "v_set2.runs.json",
+                                                                   "v_set3.runs.json"]
+    assert measurement_files(tmp_path / "missing") == []

@@ -22,15 +22,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from paper_repro.simulate.remeasure import agreement, summary
+from paper_repro.simulate.remeasure import agreement, measurement_files, summary
 from paper_repro.simulate.validate import TOLERANCE, against, machine_note, table_link
-
-
-def measurements(base: str) -> list[Path]:
-    """The runs of a table and of its re-measurements, oldest first."""
-    first = Path(f"{base}.runs.json")
-    again = sorted(first.parent.glob(f"{first.name.removesuffix('.runs.json')}_set*.runs.json"))
-    return [p for p in [first, *again] if p.exists()]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     before, t0 = machine_note(), time.time()
     frames, counts, every = [], [], {}
     for base in args.tables:
-        paths = measurements(base)
+        paths = measurement_files(base)
         if len(paths) < 2:
             raise SystemExit(f"error: {base}: found {len(paths)} measurement(s), need 2 or more "
                              "(run tools/validation_sets.sh)")

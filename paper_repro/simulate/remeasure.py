@@ -13,11 +13,16 @@ for every ratio to 1F1B, how often
   paired repeat of every measurement).
 
 Ratios are compared as ``|predicted / measured - 1| <= tolerance``; each ordered pair counts once.
+
+:func:`compute_vs_1f1b` looks inside the measurements: each stage's forward+backward per
+micro-batch under every schedule, over 1F1B's in the same measurement. The calibration gives every
+schedule the same per-micro-batch compute, so where this differs from 1 the simulator cannot follow.
 """
 from __future__ import annotations
 
 import itertools
 import statistics
+from pathlib import Path
 
 import pandas as pd
 
@@ -90,3 +95,43 @@ def summary(per_ratio: pd.DataFrame) -> dict:
         "pooled_within_where_reproducible": int(per_ratio.pooled_within[
             per_ratio.remeasure_within == per_ratio.remeasure_pairs].sum()),
     }
+
+
+def measurement_files(base: str | Path) -> list[Path]:
+    """The stored runs of a validation table (``BASE.runs.json``) and of its re-measurements
+    (``BASE_set*.runs.json``), the table first."""
+    first = Path(f"{base}.runs.json")
+    again = sorted(first.parent.glob(f"{first.name.removesuffix('.runs.json')}_set*.runs.json"))
+    return [p for p in [first, *again] if p.exists()]
+
+
+def _schedule(record: dict) -> str:
+    every = record.get("update_every") or 1
+    return "local-per-step" if record["schedule"] == "local" and every > 1 else record["schedule"]
+
+
+def compute_vs_1f1b(measurements: list[list[dict]]) -> pd.DataFrame:
+    """One row per (micro-batch size, schedule, stage): the stage's forward+backward per micro-batch
+    (its timed ``forward_backward`` phase over the micro-batches timed) divided by 1F1B's for the
+    same stage in the same measurement, as the median over ``measurements`` (each a list of
+    ``bench pipeline`` records) with its range, and 1F1B's own median in milliseconds."""
+    ratios: dict[tuple, list[float]] = {}
+    reference_ms: dict[tuple, list[float]] = {}
+    for records in measurements:
+        per_mb = {}
+        for r in records:
+            n = r["steps"] * r["micro_batches"]
+            per_mb[(r["micro_batch"], _schedule(r))] = [st["phases_s"]["forward_backward"] / n
+                                                        for st in r["per_stage"]]
+        for (B, schedule), stages in per_mb.items():
+            ref = per_mb.get((B, "1f1b"))
+            if ref is None:
+                raise ValueError(f"a measurement has no 1f1b run at micro-batch {B}, the reference")
+            for v, (t, t_ref) in enumerate(zip(stages, ref)):
+                ratios.setdefault((B, schedule, v), []).append(t / t_ref)
+                reference_ms.setdefault((B, schedule, v), []).append(t_ref * 1e3)
+    rows = [{"micro_batch": B, "schedule": schedule, "stage": v, "measurements": len(vals),
+             "compute_vs_1f1b": statistics.median(vals), "min": min(vals), "max": max(vals),
+             "1f1b_ms_per_micro_batch": statistics.median(reference_ms[(B, schedule, v)])}
+            for (B, schedule, v), vals in sorted(ratios.items())]
+    return pd.DataFrame(rows)

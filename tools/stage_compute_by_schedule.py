@@ -1,0 +1,61 @@
+"""Does a stage's compute per micro-batch depend on the schedule it runs in?
+
+For each validation table and its re-measurements (``tools/validation_sets.sh``), every stage's
+timed forward+backward per micro-batch under each schedule, over 1F1B's in the same measurement
+(:func:`paper_repro.simulate.remeasure.compute_vs_1f1b`): median and range over the measurements.
+The simulator's calibration gives every schedule the same compute per micro-batch (up to the cost
+of adding to existing gradients), so ratios far from 1 are what it cannot predict. Reads the
+stored runs only; nothing is run or calibrated.
+
+    .venv/bin/python tools/stage_compute_by_schedule.py --out results/simulate/stage_compute_by_schedule \\
+        results/simulate/validation_resnet18w16_cpu2_busylink_glibc ...
+
+writes ``OUT.md`` and ``OUT.csv``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from paper_repro.simulate.remeasure import compute_vs_1f1b, measurement_files
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("tables", nargs="+", help="validation tables, without .runs.json")
+    ap.add_argument("--out", required=True, help="output path without suffix")
+    args = ap.parse_args(argv)
+    frames = []
+    for base in args.tables:
+        paths = measurement_files(base)
+        if not paths:
+            raise SystemExit(f"error: {base}.runs.json not found")
+        df = compute_vs_1f1b([json.loads(p.read_text()) for p in paths])
+        frames.append(df.assign(table=Path(base).name))
+    out = pd.concat(frames, ignore_index=True)
+    out.to_csv(f"{args.out}.csv", index=False)
+    lines = ["# A stage's compute per micro-batch, schedule by schedule, against 1F1B's", "",
+             "Each stage's timed forward+backward per micro-batch (the real runs' `forward_backward` phase over "
+             "the micro-batches timed) divided by the same stage's under 1F1B in the same measurement; median "
+             "[min-max] over the measurements of each table (the table and its `_set*` re-measurements). The "
+             "simulator's calibration gives every schedule the same compute per micro-batch, up to the cost of "
+             "adding to existing gradients. Made with "
+             f"`{' '.join(['.venv/bin/python', 'tools/stage_compute_by_schedule.py', *sys.argv[1:]])}`.", "",
+             "| table | micro_batch | stage | measurements | local | local-per-step | gpipe | 1f1b-recompute | "
+             "1F1B ms per micro-batch |", "|---|---|---|---|---|---|---|---|---|"]
+    for (table, B, v), g in out.groupby(["table", "micro_batch", "stage"], sort=False):
+        cell = {r.schedule: f"{r.compute_vs_1f1b:.2f} [{r.min:.2f}-{r.max:.2f}]" for r in g.itertuples()}
+        ref = g["1f1b_ms_per_micro_batch"].iloc[0]
+        lines.append(f"| {table} | {B} | {v} | {g.measurements.iloc[0]} | " + " | ".join(
+            cell.get(s, "") for s in ("local", "local-per-step", "gpipe", "1f1b-recompute")) + f" | {ref:.1f} |")
+    Path(f"{args.out}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
