@@ -80,3 +80,16 @@ def test_measurement_files_lists_the_table_then_its_re_measurements(tmp_path):
     assert [p.name for p in measurement_files(tmp_path / "v")] == ["v.runs.json", "v_set2.runs.json",
                                                                    "v_set3.runs.json"]
     assert measurement_files(tmp_path / "missing") == []
+
+
+def test_plot_validation_draws_one_panel_per_table_and_counts_the_band():
+    import matplotlib
+    matplotlib.use("Agg")
+    from paper_repro.plots.simulate import plot_validation
+    close = agreement({"a": _table([110, 112, 111], 1.12), "b": _table([108, 109, 110], 1.10)}).assign(table="t1")
+    far = agreement({"a": _table([110, 112, 111], 1.5), "b": _table([108, 109, 110], 1.5)}).assign(table="t2")
+    fig = plot_validation(pd.concat([close, far], ignore_index=True), "title")
+    titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
+    assert titles == ["t1: 1 of 1 within 15%", "t2: 0 of 1 within 15%"]
+    with pytest.raises(ValueError, match="measured_pooled"):
+        plot_validation(close.drop(columns=["measured_pooled"]), "title")

@@ -1,6 +1,7 @@
 """Figures of the pipeline simulator (:mod:`paper_repro.simulate`): Gantt charts of simulated
-steps, peak memory per processor, and throughput ratios of local parallelism over pipelined
-backprop (tables from :mod:`paper_repro.simulate.scaling`)."""
+steps, peak memory per processor, throughput ratios of local parallelism over pipelined
+backprop (tables from :mod:`paper_repro.simulate.scaling`), and the simulator against repeated
+measurements (:func:`paper_repro.simulate.remeasure.agreement`)."""
 from __future__ import annotations
 
 import statistics
@@ -90,6 +91,51 @@ def plot_paper_setting(ratios: dict[str, float | list[float]], paper: float, tit
     ax.set_ylabel("samples/s: local / baseline")
     ax.set_xlabel("pipelined-backprop baseline")
     ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_validation(per_ratio: pd.DataFrame, title: str, tolerance: float = 0.15) -> Figure:
+    """Simulated against measured ratios to 1F1B, one panel per validation table (the rows of
+    :func:`paper_repro.simulate.remeasure.agreement` with a ``table`` column): the pooled
+    measurement with the range of the single measurements, the median simulation with the range
+    of the simulations, the diagonal and its +-``tolerance`` band."""
+    needed = {"table", "schedule", "measured_pooled", "measured_min", "measured_max", "simulated_median"}
+    if needed - set(per_ratio.columns):
+        raise ValueError(f"per_ratio lacks columns {sorted(needed - set(per_ratio.columns))}")
+    tables = list(dict.fromkeys(per_ratio.table))
+    cols = min(2, len(tables))
+    rows = -(-len(tables) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.4 * rows), squeeze=False)
+    schedules = list(dict.fromkeys(per_ratio.schedule))
+    palette = dict(zip(schedules, sns.color_palette(n_colors=len(schedules))))
+    sims = [c for c in per_ratio.columns if c.startswith("simulated:")]
+    lo = min(per_ratio.measured_min.min(), per_ratio[sims or ["simulated_median"]].min().min()) * 0.9
+    hi = max(per_ratio.measured_max.max(), per_ratio[sims or ["simulated_median"]].max().max()) * 1.05
+    for ax, table in zip(axes.flat, tables):
+        g = per_ratio[per_ratio.table == table]
+        line = [lo, hi]
+        ax.fill_between(line, [v * (1 - tolerance) for v in line], [v * (1 + tolerance) for v in line],
+                        color="grey", alpha=0.15, lw=0, label=f"within {tolerance:.0%}")
+        ax.plot(line, line, color="black", lw=0.8)
+        for schedule, h in g.groupby("schedule", sort=False):
+            sim = h[sims] if sims else h[["simulated_median"]]
+            ax.errorbar(h.measured_pooled, h.simulated_median,
+                        xerr=[h.measured_pooled - h.measured_min, h.measured_max - h.measured_pooled],
+                        yerr=[h.simulated_median - sim.min(axis=1), sim.max(axis=1) - h.simulated_median],
+                        fmt="o", ms=5, capsize=2, lw=0.8, color=palette[schedule], label=schedule)
+        inside = int(((g.simulated_median / g.measured_pooled - 1).abs() <= tolerance).sum())
+        ax.set_title(f"{table.removeprefix('validation_')}: {inside} of {len(g)} within {tolerance:.0%}",
+                     fontsize=9)
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_xlabel("measured ratio to 1F1B (pooled; bar: range of measurements)")
+        ax.set_ylabel("simulated ratio to 1F1B")
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(tables):]:
+        ax.set_visible(False)
+    axes.flat[0].legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
 
