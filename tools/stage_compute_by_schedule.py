@@ -10,11 +10,14 @@ stored runs only; nothing is run or calibrated.
     .venv/bin/python tools/stage_compute_by_schedule.py --out results/simulate/stage_compute_by_schedule \\
         results/simulate/validation_resnet18w16_cpu2_busylink_glibc ...
 
-writes ``OUT.md`` and ``OUT.csv``.
+writes ``OUT.md`` and ``OUT.csv``. ``--group NAME=GLOB`` adds other measurements of the same runs
+(any ``bench pipeline`` JSON files, e.g. the alternated allocator rounds of ``tools/bench_malloc.sh``)
+as a row group named NAME.
 """
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import sys
 from pathlib import Path
@@ -26,16 +29,26 @@ from paper_repro.simulate.remeasure import compute_vs_1f1b, measurement_files
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("tables", nargs="+", help="validation tables, without .runs.json")
+    ap.add_argument("tables", nargs="*", help="validation tables, without .runs.json")
+    ap.add_argument("--group", action="append", default=[], metavar="NAME=GLOB",
+                    help="bench pipeline JSON files measuring the same runs, shown as NAME (repeatable)")
     ap.add_argument("--out", required=True, help="output path without suffix")
     args = ap.parse_args(argv)
-    frames = []
+    groups = {}
     for base in args.tables:
-        paths = measurement_files(base)
-        if not paths:
+        groups[Path(base).name] = measurement_files(base)
+        if not groups[Path(base).name]:
             raise SystemExit(f"error: {base}.runs.json not found")
-        df = compute_vs_1f1b([json.loads(p.read_text()) for p in paths])
-        frames.append(df.assign(table=Path(base).name))
+    for spec in args.group:
+        name, sep, pattern = spec.partition("=")
+        groups[name] = [Path(p) for p in sorted(glob.glob(pattern))]
+        if not sep or not groups[name]:
+            raise SystemExit(f"error: --group {spec!r}: give NAME=GLOB matching bench pipeline JSON files")
+    if not groups:
+        raise SystemExit("error: give validation tables or --group NAME=GLOB")
+    frames = []
+    for name, paths in groups.items():
+        frames.append(compute_vs_1f1b([json.loads(p.read_text()) for p in paths]).assign(table=name))
     out = pd.concat(frames, ignore_index=True)
     out.to_csv(f"{args.out}.csv", index=False)
     lines = ["# A stage's compute per micro-batch, schedule by schedule, against 1F1B's", "",
