@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
              "[min-max] over the measurements of each table (the table and its `_set*` re-measurements). The "
              "simulator's calibration gives every schedule the same compute per micro-batch, up to the cost of "
              "adding to existing gradients. Made with "
-             f"`{' '.join(['.venv/bin/python', 'tools/stage_compute_by_schedule.py', *sys.argv[1:]])}`.", "",
+             f"`{shlex.join(['.venv/bin/python', 'tools/stage_compute_by_schedule.py', *sys.argv[1:]])}`.", "",
              "| table | micro_batch | stage | measurements | local | local-per-step | gpipe | 1f1b-recompute | "
              "1F1B ms per micro-batch |", "|---|---|---|---|---|---|---|---|---|"]
     for (table, B, v), g in out.groupby(["table", "micro_batch", "stage"], sort=False):
