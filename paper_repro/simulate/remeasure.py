@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .validate import TOLERANCE, paired_ratios
+from .validate import TOLERANCE, paired_ratios, record_schedule
 
 KEYS = ["stages", "micro_batch", "schedule"]
 
@@ -105,11 +105,6 @@ def measurement_files(base: str | Path) -> list[Path]:
     return [p for p in [first, *again] if p.exists()]
 
 
-def _schedule(record: dict) -> str:
-    every = record.get("update_every") or 1
-    return "local-per-step" if record["schedule"] == "local" and every > 1 else record["schedule"]
-
-
 def compute_vs_1f1b(measurements: list[list[dict]]) -> pd.DataFrame:
     """One row per (micro-batch size, schedule, stage): the stage's forward+backward per micro-batch
     (its timed ``forward_backward`` phase over the micro-batches timed) divided by 1F1B's for the
@@ -121,7 +116,7 @@ def compute_vs_1f1b(measurements: list[list[dict]]) -> pd.DataFrame:
         per_mb = {}
         for r in records:
             n = r["steps"] * r["micro_batches"]
-            per_mb[(r["micro_batch"], _schedule(r))] = [st["phases_s"]["forward_backward"] / n
+            per_mb[(r["micro_batch"], record_schedule(r))] = [st["phases_s"]["forward_backward"] / n
                                                         for st in r["per_stage"]]
         for (B, schedule), stages in per_mb.items():
             ref = per_mb.get((B, "1f1b"))

@@ -152,8 +152,14 @@ def record_job(r: dict) -> Job:
                          seq_len=r.get("seq_len", 64), threads=r.get("threads_per_process"),
                          device=r.get("device", "cpu"), method=r.get("method") if r["schedule"] == "local" else None,
                          update_every=every if r["schedule"] == "local" else 1)
-    schedule = "local-per-step" if r["schedule"] == "local" and every == M and M > 1 else r["schedule"]
-    return Job(cfg, schedule, tuple(tuple(b) for b in r["split"]["blocks"]))
+    return Job(cfg, record_schedule(r), tuple(tuple(b) for b in r["split"]["blocks"]))
+
+
+def record_schedule(r: dict) -> str:
+    """The simulator's name for a ``bench pipeline`` record's schedule: the local pipeline stepping
+    once per step (``update_every`` = micro-batches per step) is ``local-per-step``."""
+    M, every = r["micro_batches"], r.get("update_every") or 1
+    return "local-per-step" if r["schedule"] == "local" and every == M and M > 1 else r["schedule"]
 
 
 def in_situ_times(record: dict, calibrated, recompute: bool) -> list[StageTimes]:
