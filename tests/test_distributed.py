@@ -146,6 +146,14 @@ def test_stage_processes_keep_glibc_malloc_as_it_is_by_default(launched):
         assert record["malloc_env"] == expected, record["schedule"]
 
 
+def test_records_count_each_stage_process_page_faults_over_the_timed_window(launched):
+    _, _, _, records = launched
+    for record in records:
+        faults = record["minor_page_faults_per_stage"]
+        assert len(faults) == record["processes"], record["schedule"]
+        assert all(isinstance(f, int) and f >= 0 for f in faults), (record["schedule"], faults)
+
+
 def test_paper_repro_malloc_keep_freed_sets_what_the_user_has_not(monkeypatch):
     for key in CPU_MALLOC_ENV:
         monkeypatch.delenv(key, raising=False)

@@ -302,3 +302,23 @@ def test_pipelined_backprop_is_cut_for_one_optimizer_step_per_step(monkeypatch):
         run.prepare(PipelineConfig(schedule=schedule, update_every=every, balance="time", block_split=[1, 2, 3],
                                    **common))
     assert seen == [1, 4, 8, 8]
+
+
+def test_the_timed_window_leaves_out_warmup_and_counts_the_pages_mapped_in_during_it():
+    import mmap
+
+    from paper_repro.distributed.local import Window, minor_page_faults
+    if minor_page_faults() is None:
+        pytest.skip("no resource module on this platform")
+    window = Window(warm=1)
+    window.mark()                                    # the warm-up iteration ends
+    pages = 256
+    fresh = mmap.mmap(-1, pages * mmap.PAGESIZE)     # anonymous memory: every first write faults a page in
+    for p in range(pages):
+        fresh[p * mmap.PAGESIZE] = 1
+    window.mark()
+    stats = window.stats([5.0, 0.25])
+    fresh.close()
+    assert stats["busy_s"] == 0.25                   # the warm-up iteration's 5 s are left out
+    assert stats["window_s"] > 0 and stats["busy_fraction"] == 0.25 / stats["window_s"]
+    assert pages <= stats["minor_page_faults"] < pages + 200

@@ -8,6 +8,12 @@
 #
 #   tools/validation_sets.sh 2 3     # sets 2 and 3; a table whose .runs.json exists is skipped,
 #                                    # so an interrupted call resumes where it stopped
+#
+# Set 1 is the table itself (no suffix). TABLES picks the tables (default "resnet mlp"; also
+# "mlp-large": the MLP at micro-batch 128 and 256, where its stages are compute-bound), ALLOCATORS
+# the allocators (default "glibc keep-freed"):
+#
+#   TABLES=mlp-large ALLOCATORS=glibc tools/validation_sets.sh 1 2 3
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
@@ -17,6 +23,9 @@ COMMON=(--stages 2 --micro-batches 16 --steps 3 --warmup-steps 1 --optimizer ada
         --link auto --schedule local,local-per-step,gpipe,1f1b,1f1b-recompute)
 RESNET=(--model resnet18 --model-kwargs '{"width": 16}' --micro-batch 8,16,32)
 MLP=(--model mlp --model-kwargs '{"depth": 8, "width": 1024}' --micro-batch 16,32,64)
+MLP_LARGE=(--model mlp --model-kwargs '{"depth": 8, "width": 1024}' --micro-batch 128,256)
+TABLES=${TABLES:-resnet mlp}
+ALLOCATORS=${ALLOCATORS:-glibc keep-freed}
 
 table() {  # table NAME ALLOCATOR ARGS...
     local name=$1 alloc=$2; shift 2
@@ -30,9 +39,17 @@ table() {  # table NAME ALLOCATOR ARGS...
 }
 
 for k in "$@"; do
-    table "validation_resnet18w16_cpu2_busylink_glibc_set$k" glibc "${RESNET[@]}"
-    table "validation_mlp8x1024_cpu2_busylink_glibc_set$k" glibc "${MLP[@]}"
-    table "validation_resnet18w16_cpu2_busylink_keepfreed_set$k" keep-freed "${RESNET[@]}"
-    table "validation_mlp8x1024_cpu2_busylink_keepfreed_set$k" keep-freed "${MLP[@]}"
+    suffix=_set$k; [[ "$k" == 1 ]] && suffix=
+    for alloc in $ALLOCATORS; do
+        tag=${alloc//-/}
+        for t in $TABLES; do
+            case $t in
+                resnet) table "validation_resnet18w16_cpu2_busylink_$tag$suffix" "$alloc" "${RESNET[@]}" ;;
+                mlp) table "validation_mlp8x1024_cpu2_busylink_$tag$suffix" "$alloc" "${MLP[@]}" ;;
+                mlp-large) table "validation_mlp8x1024_mb128_cpu2_busylink_$tag$suffix" "$alloc" "${MLP_LARGE[@]}" ;;
+                *) echo "error: unknown table '$t' in TABLES (resnet, mlp, mlp-large)" >&2; exit 2 ;;
+            esac
+        done
+    done
 done
 echo "== done ($(date -u +%H:%M:%S)) =="

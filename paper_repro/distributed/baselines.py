@@ -33,7 +33,7 @@ from ..build import make_optimizer, optimizer_impl
 from . import comm
 from .config import DTYPES, MULTI_STAGE, PipelineConfig
 from .inputs import label_info
-from .local import maybe_fail, timing
+from .local import Window, maybe_fail
 from .memory import SavedTensorMeter, peak_memory, saved_bytes_of, state_bytes
 from .replicas import Placement, average_gradients
 from .split import stage_blocks, stage_indices
@@ -165,9 +165,9 @@ def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan
     meter = SavedTensorMeter(exclude=params) if on_cpu else contextlib.nullcontext()
 
     phases = dict.fromkeys(("data", "forward_backward", "optimizer", "gradient_allreduce"), 0.0)
-    busy, done_at = [], []
+    busy = []
     allreduce_bytes = 0
-    loop_start = time.perf_counter()
+    window = Window(cfg.warmup_steps)
     for step in range(cfg.warmup_steps + cfg.steps):
         maybe_fail(cfg, ctx.rank, step * M)
         t0 = time.perf_counter()
@@ -197,7 +197,7 @@ def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan
         t = {"data": data, "forward_backward": sum(st.compute_s for st in stages) + timer["loss_s"],
              "optimizer": t3 - t2, "gradient_allreduce": t2 - t1}
         busy.append(t["data"] + t["forward_backward"] + t["optimizer"])
-        done_at.append(t3)
+        window.mark()
         if step >= cfg.warmup_steps:
             for k, v in t.items():
                 phases[k] += v
@@ -205,8 +205,7 @@ def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan
     if labels_out is not None:
         labels_out.flush()
 
-    warm = cfg.warmup_steps
-    stats = timing(busy[warm:], done_at[-1] - (done_at[warm - 1] if warm else loop_start))
+    stats = window.stats(busy)
     sent = {k: sum(st.sent[k] for st in stages) for k in ("activations", "gradients")}
     if labels_out is not None:
         sent["labels"] = labels_out.bytes["labels"]

@@ -18,7 +18,7 @@ from torch.nn.parallel import DistributedDataParallel
 from ..build import make_optimizer, optimizer_impl
 from . import comm
 from .config import PipelineConfig
-from .local import maybe_fail, timing
+from .local import Window, maybe_fail
 from .memory import SavedTensorMeter, peak_memory, state_bytes
 
 
@@ -47,8 +47,8 @@ def run_ddp(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec, 
     opt = make_optimizer(cfg, params)
     on_cpu = ctx.device.type == "cpu"
     meter = SavedTensorMeter(exclude=params) if on_cpu else contextlib.nullcontext()
-    busy, done_at = [], []
-    loop_start = time.perf_counter()
+    busy = []
+    window = Window(cfg.warmup_steps)
     for step in range(cfg.warmup_steps + cfg.steps):
         maybe_fail(cfg, ctx.rank, step * M)
         t0 = time.perf_counter()
@@ -65,10 +65,9 @@ def run_ddp(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec, 
             torch.cuda.synchronize(ctx.device)
         t1 = time.perf_counter()
         busy.append(t1 - t0)
-        done_at.append(t1)
+        window.mark()
         ctx.progress(M)
-    warm = cfg.warmup_steps
-    stats = timing(busy[warm:], done_at[-1] - (done_at[warm - 1] if warm else loop_start))
+    stats = window.stats(busy)
     stats.update({
         "samples_timed": cfg.steps * M * B,
         "allreduce_payload_bytes": payload["bytes"],

@@ -109,9 +109,9 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
 
     warm = cfg.warmup_steps * cfg.micro_batches
     phases = dict.fromkeys(("data", "forward_backward", "optimizer", "send_blocked", "recv_wait"), 0.0)
-    busy, done_at, losses = [], [], []
+    busy, losses = [], []
     scale = 1.0 / cfg.update_every
-    loop_start = time.perf_counter()
+    window = Window(warm)
     for i in range(total):
         maybe_fail(cfg, ctx.rank, i)
         t = {"recv_wait": 0.0, "send_blocked": 0.0}
@@ -154,7 +154,7 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
         t3 = time.perf_counter()
         t["optimizer"] = t3 - t2
         busy.append(t["data"] + t["forward_backward"] + t["optimizer"])
-        done_at.append(t3)
+        window.mark()
         if i >= warm:
             for k, v in t.items():
                 phases[k] += v
@@ -162,7 +162,7 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
     if sender is not None:
         sender.flush()
 
-    stats = timing(busy[warm:], done_at[-1] - (done_at[warm - 1] if warm else loop_start))
+    stats = window.stats(busy)
     stats.update({
         "samples_timed": (total - warm) * B,
         "phases_s": phases,
@@ -175,6 +175,30 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
     return stats
 
 
-def timing(busy: list[float], window: float) -> dict:
-    """Busy seconds (computing, not waiting for messages) over the timed window."""
-    return {"window_s": window, "busy_s": sum(busy), "busy_fraction": sum(busy) / window if window > 0 else None}
+def minor_page_faults() -> int | None:
+    """Minor page faults of this process so far: pages the kernel had to map in, e.g. because the
+    allocator gave memory back to the system and took it again. None where ``resource`` is missing."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+class Window:
+    """The timed window of a stage's loop: :meth:`mark` ends every iteration, the first ``warm``
+    iterations are left out. :meth:`stats`: busy seconds (computing, not waiting for messages)
+    over the window, and the process's minor page faults during it."""
+
+    def __init__(self, warm: int):
+        self.warm = warm
+        self.marks = [(time.perf_counter(), minor_page_faults())]
+
+    def mark(self) -> None:
+        self.marks.append((time.perf_counter(), minor_page_faults()))
+
+    def stats(self, busy: list[float]) -> dict:
+        (t0, f0), (t1, f1) = self.marks[self.warm], self.marks[-1]
+        window, busy_s = t1 - t0, sum(busy[self.warm:])
+        return {"window_s": window, "busy_s": busy_s, "busy_fraction": busy_s / window if window > 0 else None,
+                "minor_page_faults": None if f0 is None else f1 - f0}

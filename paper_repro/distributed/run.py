@@ -161,6 +161,7 @@ def summarize(cfg: PipelineConfig, plan, infos, spec, per_stage: list[dict], gra
         "steps": cfg.steps, "warmup_steps": cfg.warmup_steps,
         "samples_per_s": samples_per_s,
         "busy_fraction_per_stage": [st["busy_fraction"] for st in per_stage],
+        "minor_page_faults_per_stage": [st.get("minor_page_faults") for st in per_stage],
         "comm_bytes_per_sample": {"forward": measured["forward"], "backward": measured["backward"]},
         "comm_bytes_detail_per_sample": measured,
         "comm_bytes_predicted_per_sample": {k: v for k, v in predicted.items() if k != "per_boundary"},
