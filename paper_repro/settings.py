@@ -262,8 +262,9 @@ _SCALING_COMMON = dict(
     gantt_schedules=["local", "1f1b", "zbv"], gantt_micro_batches=8,
     micro_batch=8, ratio_stages={"resnet": [2, 4, 8, 16], "transformer": [2, 4, 8, 16, 32, 64]},
     micro_batch_sweep_stages={"resnet": 4, "transformer": 8},
-    # the simulator against real 2-process runs, each measured five times (tools/validation_repro.py)
-    validation="validation_repro.csv",
+    # the simulator against real 2-process runs, each measured 3-5 times (tools/validation_repro.py):
+    # micro-batches 8-64, then the MLP at 128 and 256
+    validation=["validation_repro.csv", "validation_repro_mb128.csv"],
 )
 _SCALING_CPU = dict(device="cpu", stage_sweep_micro_batches=64, micro_batches=[4, 8, 16, 32, 64])
 _SCALING = {
@@ -333,8 +334,8 @@ def scaling_settings(profile: str = "quick") -> dict:
     """The scaling notebook's model settings, sizes and schedules at ``profile``
     (``calibrations``: cached per-block cost files in the notebook's calibration folder, or
     None: measure them on ``device``; ``paper_calibrations``: the cached ResNet files the paper's
-    setting is simulated with, or None: the one measured; ``validation``: the committed comparison
-    of the simulator with repeated real runs, in the same folder)."""
+    setting is simulated with, or None: the one measured; ``validation``: the committed comparisons
+    of the simulator with repeated real runs, files in the same folder)."""
     _check("scaling", profile, ("scaling",))
     return copy.deepcopy(_SCALING[profile])
 

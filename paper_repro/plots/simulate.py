@@ -120,8 +120,10 @@ def plot_validation(per_ratio: pd.DataFrame, title: str, tolerance: float = 0.15
         ax.plot(line, line, color="black", lw=0.8)
         for schedule, h in g.groupby("schedule", sort=False):
             sim = h[sims] if sims else h[["simulated_median"]]
-            ax.errorbar(h.measured_pooled, h.simulated_median,
-                        xerr=[h.measured_pooled - h.measured_min, h.measured_max - h.measured_pooled],
+            # the pooled median of all paired repeats can fall outside the single measurements' medians
+            xerr = [(h.measured_pooled - h.measured_min).clip(lower=0),
+                    (h.measured_max - h.measured_pooled).clip(lower=0)]
+            ax.errorbar(h.measured_pooled, h.simulated_median, xerr=xerr,
                         yerr=[h.simulated_median - sim.min(axis=1), sim.max(axis=1) - h.simulated_median],
                         fmt="o", ms=5, capsize=2, lw=0.8, color=palette[schedule], label=schedule)
         inside = int(((g.simulated_median / g.measured_pooled - 1).abs() <= tolerance).sum())
