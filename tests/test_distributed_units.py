@@ -322,3 +322,20 @@ def test_the_timed_window_leaves_out_warmup_and_counts_the_pages_mapped_in_durin
     assert stats["busy_s"] == 0.25                   # the warm-up iteration's 5 s are left out
     assert stats["window_s"] > 0 and stats["busy_fraction"] == 0.25 / stats["window_s"]
     assert pages <= stats["minor_page_faults"] < pages + 200
+
+
+def test_the_page_fault_cost_tool_counts_one_fault_per_fresh_page():
+    import importlib.util
+    import mmap
+    from pathlib import Path
+
+    from paper_repro.distributed.local import minor_page_faults
+    if minor_page_faults() is None:
+        pytest.skip("no resource module on this platform")
+    path = Path(__file__).resolve().parents[1] / "tools" / "page_fault_cost.py"
+    spec = importlib.util.spec_from_file_location("page_fault_cost", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    fresh, faults, again = tool.first_touch(512 * mmap.PAGESIZE)
+    assert 512 <= faults < 512 + 100
+    assert fresh > 0 and again > 0
