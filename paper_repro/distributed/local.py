@@ -41,6 +41,11 @@ from .inputs import label_info
 from .memory import SavedTensorMeter, peak_memory, state_bytes
 from .replicas import Placement
 
+try:
+    import resource         # page-fault counts; not on every platform
+except ImportError:
+    resource = None
+
 
 def maybe_fail(cfg: PipelineConfig, rank: int, index: int) -> None:
     """Fault injection for the failure tests: raise, SIGKILL or hang this stage at micro-batch ``index``."""
@@ -178,11 +183,7 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
 def minor_page_faults() -> int | None:
     """Minor page faults of this process so far: pages the kernel had to map in, e.g. because the
     allocator gave memory back to the system and took it again. None where ``resource`` is missing."""
-    try:
-        import resource
-    except ImportError:
-        return None
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    return None if resource is None else resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 class Window:
