@@ -91,6 +91,26 @@ def test_local_waits_when_max_in_flight_sends_are_unreceived():
     assert free.intervals[-1].end == pytest.approx(r.intervals[-1].end)   # the slow stage sets the pace
 
 
+def test_the_first_processor_draws_the_input_before_the_step_or_the_micro_batch():
+    """Backprop schedules draw the whole step's batch up front (everything waits for it);
+    the local pipeline draws one micro-batch before each forward of its first stage."""
+    S, M, F, B, d = 3, 6, 1.0, 2.0, 0.25
+    for schedule in ("gpipe", "1f1b"):
+        costs = dataclasses.replace(uniform_costs(schedule, S, F, B), data=d)
+        r = simulate(schedule, costs, M, steps=2)
+        assert r.makespan_s == pytest.approx(M * d + (M + S - 1) * (F + B))
+        drawn = [iv for iv in r.intervals if iv.kind == "DATA"]
+        assert [(iv.rank, iv.step, iv.end - iv.start) for iv in drawn] == [(0, 0, M * d), (0, 1, M * d)]
+        assert not any(iv.kind == "DATA" for iv in simulate(schedule, uniform_costs(schedule, S, F, B), M).intervals)
+    # local: the first stage is the slowest once it draws too, one micro-batch per F + B + d
+    costs = dataclasses.replace(uniform_costs("local", 2, F, B), data=d)
+    r = simulate("local", costs, 16, micro_batch=4, steps=4, warmup_steps=2)
+    assert r.samples_per_s == pytest.approx(4 / (F + B + d))
+    assert r.busy_per_stage[0] > r.busy_per_stage[1]      # drawing counts as busy
+    with pytest.raises(ValueError, match="data time must be >= 0 seconds per micro-batch, got -1"):
+        dataclasses.replace(costs, data=-1)
+
+
 def test_zero_bubble_beats_1f1b_with_uniform_times():
     S, M = 4, 8
     base = simulate("1f1b", uniform_costs("1f1b", S, 1.0, 2.0), M)
@@ -122,6 +142,10 @@ def test_stage_costs_sum_blocks_heads_and_input_gradients_by_hand():
     assert loc.backward_input == [0 + 2 + 3 + 0.25, 0 + 5 + 6 + 0.25]   # stage input is detached
     assert loc.send_bytes == [308]              # activations + labels
     assert schedule_costs(bc, "zbv", 2).pieces == 4
+    # the input: one micro-batch drawn per forward; backprop joins a step's micro-batches too
+    drawn = dataclasses.replace(bc, data=0.125, concat=0.0625)
+    assert schedule_costs(drawn, "local", 2).data == 0.125 and schedule_costs(drawn, "1f1b", 2).data == 0.1875
+    assert bp.data == loc.data == 0.0                   # not calibrated: free
     # balancing time puts fewer, heavier blocks on the second piece
     assert pieces(bc, 2, "time") == [[0, 1, 2, 3], [4, 5]]
 
@@ -147,8 +171,9 @@ def test_fresh_gradients_cost_less_by_the_measured_accumulation():
 
 def test_block_costs_scale_linearly_and_round_trip(tmp_path):
     bc = _block_costs()
-    big = bc.scaled(8)
+    big = dataclasses.replace(bc, data=0.125, concat=0.0625).scaled(8)
     assert big.forward == [2 * v for v in bc.forward] and big.optimizer == bc.optimizer
+    assert (big.data, big.concat) == (0.25, 0.125)
     assert big.out_bytes == [2 * v for v in bc.out_bytes]
     # accumulating gradients depends on the parameters, not the batch: it stays as it is
     acc = dataclasses.replace(bc, accumulate=[0.5] * 6).scaled(8)

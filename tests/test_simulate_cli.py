@@ -116,6 +116,7 @@ def test_calibration_measures_every_block_and_head():
         assert len(getattr(bc, name)) == 4 and all(v > 0 for v in getattr(bc, name))
     assert len(bc.accumulate) == 4 and all(v >= 0 for v in bc.accumulate)
     assert bc.out_bytes == [4 * 16 * 4] * 4        # micro-batch x width x float32 bytes
+    assert bc.data > 0 and bc.concat > 0            # the input drawn, and a step's batch joined
 
 
 def test_link_is_measured_between_two_processes():

@@ -52,6 +52,10 @@ def test_replay_costs_keep_the_calibrated_split_and_links():
     assert [c.backward(v) for v in range(2)] == [6.0, 1.0]
     with pytest.raises(ValueError, match="3 replayed stages for 2 pieces"):
         rp.replay_costs([*times, times[0]], calibrated)
+    # the input: the first stage's own drawing time where it was measured, else the calibrated one
+    drawn = Costs([1.0, 1.0], [1.0, 3.0], [3.0, 1.0], [0.5, 0.5], [64.0], data=0.125)
+    assert rp.replay_costs(times, drawn).data == 0.125
+    assert rp.replay_costs([rp.StageTimes(2.0, 8.0, 0.25, 0.5), times[1]], drawn).data == 0.5
 
 
 def test_bad_replays_are_refused_naming_the_value():
@@ -84,6 +88,10 @@ def test_in_situ_times_split_each_stages_measured_phases_as_the_calibration_does
                                 {"phases_s": {"forward_backward": 8 * 6.0, "optimizer": 8 * 0.25}}])}
     times = in_situ_times(record, calibrated, recompute=False)
     assert [(t.forward, t.backward, t.optimizer) for t in times] == [(1.0, 2.0, 0.5), (2.0, 4.0, 0.25)]
+    assert [t.data for t in times] == [0.0, None]       # no data phase recorded: none drawn
+    drew = {**record, "per_stage": [{"phases_s": {"forward_backward": 24.0, "optimizer": 4.0, "data": 2.0}},
+                                    {"phases_s": {"forward_backward": 48.0, "optimizer": 2.0}}]}
+    assert in_situ_times(drew, calibrated, recompute=False)[0].data == 0.25   # per micro-batch
     # recomputed: the forward runs twice (F + F + B = 4 calibrated), the backward time holds the second
     times = in_situ_times({**record, "optimizer_steps_per_step": 1}, calibrated, recompute=True)
     assert [(t.forward, t.backward, t.optimizer) for t in times] == [(0.75, 2.25, 2.0), (1.5, 4.5, 1.0)]

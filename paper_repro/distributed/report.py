@@ -29,9 +29,11 @@ def is_backprop_pipeline(name: str) -> bool:
 
 
 def median_records(records: list[dict]) -> list[dict]:
-    """One record per (schedule, micro-batch size): the median throughput and busy fractions over
-    repeats (``repeats`` and ``samples_per_s_runs`` say how many and what they were); bytes and
-    memory do not change between repeats."""
+    """One record per (schedule, micro-batch size): the median throughput, busy fractions and
+    every stage's timed phases (``per_stage[s]["phases_s"]``) over repeats (``repeats`` and
+    ``samples_per_s_runs`` say how many and what they were; ``phases_median_of`` marks records
+    whose phases are medians, older ones carry the first repeat's); the rest of ``per_stage``
+    is the first repeat's; bytes and memory do not change between repeats."""
     groups: dict[tuple, list[dict]] = {}
     for r in records:
         groups.setdefault((label(r), r["micro_batch"]), []).append(r)
@@ -43,6 +45,11 @@ def median_records(records: list[dict]) -> list[dict]:
         first["busy_fraction_per_stage"] = [statistics.median(r["busy_fraction_per_stage"][s] for r in runs)
                                             for s in range(len(first["busy_fraction_per_stage"]))]
         first["repeats"] = len(runs)
+        if first.get("per_stage"):
+            first["per_stage"] = [dict(st, phases_s={k: statistics.median(r["per_stage"][s]["phases_s"][k] for r in runs)
+                                                     for k in st["phases_s"]})
+                                  for s, st in enumerate(first["per_stage"])]
+            first["phases_median_of"] = len(runs)
         out.append(first)
     return out
 

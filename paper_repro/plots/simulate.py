@@ -143,9 +143,11 @@ def plot_validation(per_ratio: pd.DataFrame, title: str, tolerance: float = 0.15
 
 
 # ---------------------------------------------------------------------------- Gantt chart
-COLORS = {"F": "#4c72b0", "B": "#dd8452", "I": "#dd8452", "W": "#8172b3", "FB": "#55a868", "OPT": "#c44e52"}
+COLORS = {"F": "#4c72b0", "B": "#dd8452", "I": "#dd8452", "W": "#8172b3", "FB": "#55a868", "OPT": "#c44e52",
+          "DATA": "#937860"}
 LABELS = {"F": "forward", "B": "backward", "I": "backward (input gradient)", "W": "backward (weight gradient)",
-          "FB": "forward + backward (local)", "OPT": "optimizer step"}
+          "FB": "forward + backward (local)", "OPT": "optimizer step",
+          "DATA": "input drawn"}
 
 
 def plot_gantt(results: list[Result], title: str = "", step: int | None = 0, ax_width: float = 11.0) -> Figure:

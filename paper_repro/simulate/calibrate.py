@@ -22,6 +22,13 @@ one round of a block rather than all its samples). For every block ``b``:
   block ``b``'s output (an auxiliary head; on the last block the net's own head), loss included;
 * ``out_bytes[b]``: bytes of the block's output for one micro-batch (what crosses a cut after it).
 
+and for the input, drawn by the first stage as ``bench pipeline`` draws it:
+
+* ``data``: one micro-batch from the input stream (the local pipeline draws one before each
+  forward);
+* ``concat``: per micro-batch, joining a step's ``micro_batches`` micro-batches into the one
+  batch the backprop schedules split (``torch.cat``, into a fresh allocation as in the runs).
+
 Times at another micro-batch size are scaled linearly (:meth:`BlockCosts.scaled`; the optimizer
 step and ``accumulate`` stay as they are): a good model on CPU, where time is proportional to
 work; on a GPU, calibrate at the size you simulate.
@@ -59,6 +66,8 @@ class BlockCosts:
     out_bytes: list[int]
     label_bytes: int = 0
     accumulate: list[float] = dataclasses.field(default_factory=list)     # empty: not measured (0)
+    data: float = 0.0               # 0: not measured (calibrations made before it was)
+    concat: float = 0.0
     device: str = "cpu"
     threads: int = 1
     hardware: str = ""
@@ -82,8 +91,8 @@ class BlockCosts:
         for f in ("backward", "backward_weight"):
             scale[f] = [(v - self.accumulate_or_zero(b)) * k + self.accumulate_or_zero(b)
                         for b, v in enumerate(getattr(self, f))]
-        return dataclasses.replace(self, micro_batch=micro_batch, **scale,
-                                   out_bytes=[round(v * k) for v in self.out_bytes],
+        return dataclasses.replace(self, micro_batch=micro_batch, **scale, data=self.data * k,
+                                   concat=self.concat * k, out_bytes=[round(v * k) for v in self.out_bytes],
                                    label_bytes=round(self.label_bytes * k))
 
     def to_dict(self) -> dict:
@@ -127,8 +136,10 @@ def measure(cfg: PipelineConfig, reps: int = 3, threads: int | None = None) -> B
     net = learner.net
     device = torch.device("cuda" if cfg.device == "cuda" else "cpu")
     net.to(device).train()
-    x, y = next(synthetic_batches(cfg, spec, torch.Generator().manual_seed(cfg.seed)))
+    stream = synthetic_batches(cfg, spec, torch.Generator().manual_seed(cfg.seed))
+    x, y = next(stream)
     x, y = x.to(device), y.to(device)
+    step_batch = [next(stream) for _ in range(cfg.micro_batches)]
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     threads = threads or cfg.threads or max(1, cores // cfg.stages)
     saved_threads = torch.get_num_threads()
@@ -159,7 +170,14 @@ def measure(cfg: PipelineConfig, reps: int = 3, threads: int | None = None) -> B
         # rounds over all blocks (the first a warm-up), best per block: a burst of load from
         # elsewhere spoils one round of a block, not all of its samples
         best = [dict.fromkeys(kinds, float("inf")) for _ in probes]
+        data = dict.fromkeys(("data", "concat"), float("inf"))
+        draw = _timer(lambda: _to(next(stream), device), device)
+        concat = _timer(lambda: _to((torch.cat([a for a, _ in step_batch]), torch.cat([b for _, b in step_batch])),
+                                    device), device)
         for r in range(reps + 1):
+            t_data, t_concat = draw(), concat() / cfg.micro_batches
+            if r:
+                data = {"data": min(data["data"], t_data), "concat": min(data["concat"], t_concat)}
             for per_block, timers in zip(best, probes):
                 for kind in kinds:
                     t = timers[kind]()
@@ -174,9 +192,13 @@ def measure(cfg: PipelineConfig, reps: int = 3, threads: int | None = None) -> B
     label_bytes = y.numel() * y.element_size()
     hardware = (torch.cuda.get_device_name(device) if device.type == "cuda"
                 else f"CPU x{cores} ({platform.machine()})")
-    return BlockCosts(cfg.model, dict(cfg.model_kwargs), cfg.image_size, B, **out,
+    return BlockCosts(cfg.model, dict(cfg.model_kwargs), cfg.image_size, B, **out, **data,
                       out_bytes=[B * info.bytes for info in infos], label_bytes=label_bytes,
                       device=cfg.device, threads=threads, hardware=hardware)
+
+
+def _to(batch, device: torch.device):
+    return tuple(t.to(device) for t in batch)
 
 
 def _timer(fn, device: torch.device):

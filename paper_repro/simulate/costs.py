@@ -17,6 +17,9 @@ which costs ``accumulate[b]`` less.
 Where one action's backward is split into an input-gradient half ``I`` and a weight-gradient
 half ``W`` (zero-bubble schedules), a block's ``W`` is its measured weight-only backward and
 its ``I`` the rest; the head's backward counts as ``I`` (the gradient flows through it first).
+
+The input costs the first processor ``data`` per micro-batch, and the backprop schedules, which
+split one batch per step, ``concat`` more.
 """
 from __future__ import annotations
 
@@ -87,7 +90,7 @@ def schedule_costs(bc: BlockCosts, schedule: str, stages: int, balance: str = "b
         wgt.append(w)
         opt.append(o)
     send = [bc.out_bytes[blocks[-1]] + (bc.label_bytes if local else 0) for blocks in cut[:-1]]
-    return Costs(fwd, inp, wgt, opt, send)
+    return Costs(fwd, inp, wgt, opt, send, data=bc.data + (0.0 if local else bc.concat))
 
 
 def uniform_costs(schedule: str, stages: int, forward: float, backward: float,

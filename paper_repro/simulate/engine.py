@@ -14,6 +14,10 @@ with no barrier, as in the real runs (a processor starts the next step as soon a
 allow). A message takes ``latency + bytes / bandwidth`` seconds; links are full duplex and not
 shared, and a processor does not compute while it sends (sends are asynchronous).
 
+The first processor also draws the input (``Costs.data`` per micro-batch, a ``DATA`` action):
+the backprop schedules take a whole step's batch, which ``bench pipeline`` draws before the
+step (the next processor waits for it), the local schedule one micro-batch before its forward.
+
 The local schedule has no backward messages and no flush: stage ``s`` runs forward and backward
 of its own modules on micro-batch ``i`` as soon as ``i`` has arrived and it has finished ``i-1``;
 its activation is sent after the forward, and a stage waits before that send while
@@ -51,13 +55,15 @@ class Costs:
     ``forward[v]``, ``backward_input[v]`` and ``backward_weight[v]`` are piece ``v``'s forward,
     input-gradient and weight-gradient time (a whole backward is their sum); ``optimizer[v]`` is
     one optimizer step of its parameters; ``send_bytes[v]`` the bytes piece ``v`` sends to
-    ``v+1`` per micro-batch (the gradient coming back has the same size).
+    ``v+1`` per micro-batch (the gradient coming back has the same size); ``data`` the seconds
+    the first processor takes to draw one micro-batch of input.
     """
     forward: list[float]
     backward_input: list[float]
     backward_weight: list[float]
     optimizer: list[float] = field(default_factory=list)
     send_bytes: list[float] = field(default_factory=list)
+    data: float = 0.0
 
     def __post_init__(self):
         n = len(self.forward)
@@ -69,6 +75,8 @@ class Costs:
                              f"optimizer={len(self.optimizer)}")
         if len(self.send_bytes) != n - 1:
             raise ValueError(f"send_bytes needs {n - 1} values (one per boundary), got {len(self.send_bytes)}")
+        if not self.data >= 0:
+            raise ValueError(f"data time must be >= 0 seconds per micro-batch, got {self.data!r}")
 
     @property
     def pieces(self) -> int:
@@ -83,9 +91,9 @@ class Interval:
     rank: int
     start: float
     end: float
-    kind: str               # F | B | I | W | FB (local: forward+backward) | OPT
+    kind: str               # F | B | I | W | FB (local: forward+backward) | OPT | DATA
     stage: int
-    micro_batch: int        # global index over all simulated steps (-1 for OPT)
+    micro_batch: int        # global index over all simulated steps (-1 for OPT and a step's DATA)
     step: int
 
 
@@ -147,9 +155,12 @@ def _run_order(order: Order, costs: Costs, total_steps: int, recompute: bool, li
     rank_of = order.stage_rank
     queues = []
     for r, ops in enumerate(order.actions):
-        # one optimizer step per step, after the rank's last action of that step
+        # the step's batch drawn first (by the rank holding piece 0), one optimizer step per
+        # step after the rank's last action of that step
         q = []
         for k in range(total_steps):
+            if costs.data and r == rank_of[0]:
+                q.append(("DATA", -1, -1, k))
             q.extend((a.kind, a.stage, a.micro_batch + k * M, k) for a in ops)
             q.append(("OPT", -1, -1, k))
         queues.append(q)
@@ -168,7 +179,7 @@ def _run_order(order: Order, costs: Costs, total_steps: int, recompute: bool, li
         return end + link.time(costs.send_bytes[min(v, src)])
 
     def ready(kind: str, v: int, mb: int) -> float | None:
-        if kind == "OPT":
+        if kind in ("OPT", "DATA"):
             return 0.0
         if kind == "F":
             return 0.0 if v == 0 else arrival("F", v, mb, v - 1)
@@ -185,6 +196,8 @@ def _run_order(order: Order, costs: Costs, total_steps: int, recompute: bool, li
     def duration(kind: str, v: int, r: int) -> float:
         if kind == "OPT":
             return opt_per_rank[r]
+        if kind == "DATA":
+            return M * costs.data
         if kind == "F":
             return costs.forward[v]
         extra = costs.forward[v] if recompute and kind in ("B", "I") else 0.0
@@ -203,7 +216,7 @@ def _run_order(order: Order, costs: Costs, total_steps: int, recompute: bool, li
                     break
                 start = max(free[r], t)
                 end = start + duration(kind, v, r)
-                if kind != "OPT":
+                if kind not in ("OPT", "DATA"):
                     done[(kind, v, mb)] = end
                 intervals.append(Interval(r, start, end, kind, v, mb, k))
                 free[r] = end
@@ -227,6 +240,9 @@ def _run_local(costs: Costs, total: int, M: int, every: int, max_in_flight: int,
             t = free[s]
             if s > 0:
                 t = max(t, sent[s - 1][i] + link.time(costs.send_bytes[s - 1]))
+            elif costs.data:
+                intervals.append(Interval(s, t, t + costs.data, "DATA", s, i, i // M))
+                t += costs.data
             start[s][i] = t
             fwd_end = t + costs.forward[s]
             send_at = fwd_end

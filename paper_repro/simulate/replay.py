@@ -72,6 +72,7 @@ class StageTimes:
     forward: float
     backward: float
     optimizer: float
+    data: float | None = None       # per micro-batch, on the first stage; None: the calibrated one
 
 
 def replay(jobs: list[Job], rounds: int = 3, malloc_env: dict | None = None,
@@ -133,8 +134,9 @@ def replay_costs(stage_times: list[StageTimes], calibrated: Costs, recompute: bo
         share = calibrated.backward_input[v] / cal if cal > 0 else 0.0
         inp.append(whole * share)
         wgt.append(whole - whole * share)
+    data = stage_times[0].data
     return Costs([t.forward for t in stage_times], inp, wgt, [t.optimizer for t in stage_times],
-                 list(calibrated.send_bytes))
+                 list(calibrated.send_bytes), data=calibrated.data if data is None else data)
 
 
 @contextlib.contextmanager
