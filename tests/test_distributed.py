@@ -199,6 +199,11 @@ def test_baselines_compute_backprop_and_send_gradients_back(launched):
                 if name.startswith("net."):
                     torch.testing.assert_close(value, ref[name], rtol=1e-5, atol=1e-6,
                                                msg=f"{cfg.schedule}: {name} is not backprop's")
+        if cfg.schedule != "ddp":      # the timed compute, split into forwards and backwards
+            for st in record["per_stage"]:
+                split = st["compute_split_s"]
+                assert split["forward"] > 0 and split["backward"] > 0, cfg.schedule
+                assert split["forward"] + split["backward"] == pytest.approx(st["phases_s"]["forward_backward"])
         if cfg.schedule == "ddp":
             grads = sum(p.numel() * p.element_size() for p in build_learner(cfg).net.parameters())
             steps = cfg.warmup_steps + cfg.steps

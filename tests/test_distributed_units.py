@@ -344,11 +344,17 @@ def test_the_page_fault_cost_tool_counts_one_fault_per_fresh_page():
 def test_repeats_merge_into_medians_of_throughput_and_of_every_stages_phases():
     def rec(sps, fb0, fb1):
         return {"schedule": "1f1b", "micro_batch": 8, "samples_per_s": sps, "busy_fraction_per_stage": [0.9, 0.8],
-                "per_stage": [{"stage": 0, "window_s": sps, "phases_s": {"data": 1.0, "forward_backward": fb0}},
+                "per_stage": [{"stage": 0, "window_s": sps, "phases_s": {"data": 1.0, "forward_backward": fb0},
+                               "compute_split_s": {"forward": fb0 / 3, "backward": 2 * fb0 / 3}},
                               {"stage": 1, "window_s": sps, "phases_s": {"data": 0.0, "forward_backward": fb1}}]}
     (merged,) = report.median_records([rec(100, 3.0, 5.0), rec(300, 1.0, 9.0), rec(200, 2.0, 7.0)])
     assert merged["samples_per_s"] == 200 and merged["samples_per_s_runs"] == [100, 300, 200]
     assert [st["phases_s"]["forward_backward"] for st in merged["per_stage"]] == [2.0, 7.0]
+    assert merged["per_stage"][0]["compute_split_s"] == {"forward": 2 / 3, "backward": 4 / 3}
+    assert "compute_split_s" not in merged["per_stage"][1]
     assert merged["phases_median_of"] == 3 and merged["per_stage"][0]["window_s"] == 100   # the rest: first repeat
     (plain,) = report.median_records([{k: v for k, v in rec(100, 3.0, 5.0).items() if k != "per_stage"}])
     assert "per_stage" not in plain and "phases_median_of" not in plain
+    ddp = [dict(rec(sps, 1.0, 1.0), schedule="ddp", per_stage=[{"stage": 0, "window_s": sps}]) for sps in (5, 7, 6)]
+    (untimed,) = report.median_records(ddp)        # DDP's stages time no phases
+    assert untimed["samples_per_s"] == 6 and untimed["per_stage"] == [{"stage": 0, "window_s": 5}]

@@ -92,6 +92,12 @@ def test_in_situ_times_split_each_stages_measured_phases_as_the_calibration_does
     drew = {**record, "per_stage": [{"phases_s": {"forward_backward": 24.0, "optimizer": 4.0, "data": 2.0}},
                                     {"phases_s": {"forward_backward": 48.0, "optimizer": 2.0}}]}
     assert in_situ_times(drew, calibrated, recompute=False)[0].data == 0.25   # per micro-batch
+    # a run that timed its forwards apart gives its own split
+    timed = {**record, "per_stage": [{"phases_s": {"forward_backward": 24.0, "optimizer": 4.0},
+                                      "compute_split_s": {"forward": 4.0, "backward": 20.0}},
+                                     {"phases_s": {"forward_backward": 48.0, "optimizer": 2.0}}]}
+    first, second = in_situ_times(timed, calibrated, recompute=False)
+    assert (first.forward, first.backward, second.forward, second.backward) == (0.5, 2.5, 2.0, 4.0)
     # recomputed: the forward runs twice (F + F + B = 4 calibrated), the backward time holds the second
     times = in_situ_times({**record, "optimizer_steps_per_step": 1}, calibrated, recompute=True)
     assert [(t.forward, t.backward, t.optimizer) for t in times] == [(0.75, 2.25, 2.0), (1.5, 4.5, 1.0)]

@@ -65,12 +65,21 @@ class StageModule(nn.Module):
 
 
 class CountingStage(PipelineStage):
-    """A ``PipelineStage`` that counts the bytes it sends and times its compute."""
+    """A ``PipelineStage`` that counts the bytes it sends and times its compute (``times``:
+    seconds in forwards and in backwards, the weight-gradient halves and any re-forward
+    included, since the last :meth:`reset_times`)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.sent = {"activations": 0, "gradients": 0}
-        self.compute_s = 0.0
+        self.reset_times()
+
+    def reset_times(self) -> None:
+        self.times = {"forward": 0.0, "backward": 0.0}
+
+    @property
+    def compute_s(self) -> float:
+        return self.times["forward"] + self.times["backward"]
 
     def get_fwd_send_ops(self, fwd_chunk_id):
         ops = super().get_fwd_send_ops(fwd_chunk_id)
@@ -87,21 +96,21 @@ class CountingStage(PipelineStage):
         try:
             return super().forward_one_chunk(*args, **kwargs)
         finally:
-            self.compute_s += time.perf_counter() - t0
+            self.times["forward"] += time.perf_counter() - t0
 
     def backward_one_chunk(self, *args, **kwargs):
         t0 = time.perf_counter()
         try:
             return super().backward_one_chunk(*args, **kwargs)
         finally:
-            self.compute_s += time.perf_counter() - t0
+            self.times["backward"] += time.perf_counter() - t0
 
     def backward_weight_one_chunk(self, *args, **kwargs):
         t0 = time.perf_counter()
         try:
             return super().backward_weight_one_chunk(*args, **kwargs)
         finally:
-            self.compute_s += time.perf_counter() - t0
+            self.times["backward"] += time.perf_counter() - t0
 
 
 def _step_batches(cfg: PipelineConfig, batches, device, count: int):
@@ -165,6 +174,7 @@ def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan
     meter = SavedTensorMeter(exclude=params) if on_cpu else contextlib.nullcontext()
 
     phases = dict.fromkeys(("data", "forward_backward", "optimizer", "gradient_allreduce"), 0.0)
+    split = {"forward": 0.0, "backward": 0.0}      # forward_backward's two parts (loss: forward)
     busy = []
     allreduce_bytes = 0
     window = Window(cfg.warmup_steps)
@@ -172,7 +182,7 @@ def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan
         maybe_fail(cfg, ctx.rank, step * M)
         t0 = time.perf_counter()
         for st in stages:
-            st.compute_s = 0.0
+            st.reset_times()
         timer["loss_s"] = 0.0
         data = 0.0
         with meter:
@@ -201,6 +211,8 @@ def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan
         if step >= cfg.warmup_steps:
             for k, v in t.items():
                 phases[k] += v
+            split["forward"] += sum(st.times["forward"] for st in stages) + timer["loss_s"]
+            split["backward"] += sum(st.times["backward"] for st in stages)
         ctx.progress(M)
     if labels_out is not None:
         labels_out.flush()
@@ -212,6 +224,7 @@ def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan
     stats.update({
         "samples_timed": cfg.steps * M * B,
         "phases_s": phases,
+        "compute_split_s": split,
         "sent_bytes": sent,
         "received_bytes": dict(labels_in.bytes) if labels_in else {},
         "stage_indices": mine,

@@ -28,9 +28,12 @@ def is_backprop_pipeline(name: str) -> bool:
     return name not in ("ddp",) and not name.startswith("local")
 
 
+TIMED = ("phases_s", "compute_split_s")     # per-stage timings merged over repeats
+
+
 def median_records(records: list[dict]) -> list[dict]:
     """One record per (schedule, micro-batch size): the median throughput, busy fractions and
-    every stage's timed phases (``per_stage[s]["phases_s"]``) over repeats (``repeats`` and
+    every stage's timings (``per_stage[s]["phases_s"]`` and ``["compute_split_s"]``) over repeats (``repeats`` and
     ``samples_per_s_runs`` say how many and what they were; ``phases_median_of`` marks records
     whose phases are medians, older ones carry the first repeat's); the rest of ``per_stage``
     is the first repeat's; bytes and memory do not change between repeats."""
@@ -46,8 +49,9 @@ def median_records(records: list[dict]) -> list[dict]:
                                             for s in range(len(first["busy_fraction_per_stage"]))]
         first["repeats"] = len(runs)
         if first.get("per_stage"):
-            first["per_stage"] = [dict(st, phases_s={k: statistics.median(r["per_stage"][s]["phases_s"][k] for r in runs)
-                                                     for k in st["phases_s"]})
+            first["per_stage"] = [dict(st, **{key: {k: statistics.median(r["per_stage"][s][key][k] for r in runs)
+                                                    for k in st[key]}
+                                              for key in TIMED if key in st})
                                   for s, st in enumerate(first["per_stage"])]
             first["phases_median_of"] = len(runs)
         out.append(first)

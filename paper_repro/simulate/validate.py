@@ -165,7 +165,8 @@ def record_schedule(r: dict) -> str:
 def in_situ_times(record: dict, calibrated, recompute: bool) -> list[StageTimes]:
     """Each stage's mean forward, backward and optimizer step in a ``bench pipeline`` run, from its
     timed phases (and the first stage's input drawing, per micro-batch); the forward+backward is
-    split between the two as the calibration splits it."""
+    split between the two as the run measured it (``compute_split_s``), or else as the
+    calibration splits it."""
     per_stage = record["per_stage"]
     per_stage = ast.literal_eval(per_stage) if isinstance(per_stage, str) else per_stage
     n = record["steps"] * record["micro_batches"]
@@ -176,6 +177,8 @@ def in_situ_times(record: dict, calibrated, recompute: bool) -> list[StageTimes]
         f = calibrated.forward[v]
         whole = f * (2 if recompute else 1) + calibrated.backward(v)
         forward = fb * f / whole if whole > 0 else 0.0
+        if "compute_split_s" in st:     # the run timed its forwards apart (torch's schedules)
+            forward = st["compute_split_s"]["forward"] / n
         data = st["phases_s"].get("data", 0.0) / n if v == 0 else None
         out.append(StageTimes(forward, fb - forward, st["phases_s"]["optimizer"] / opt_steps, data))
     return out
