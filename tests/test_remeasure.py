@@ -74,6 +74,25 @@ def test_compute_vs_1f1b_divides_each_stage_by_1f1b_in_the_same_measurement():
         compute_vs_1f1b([[_record("gpipe", 8, [1.0, 1.0])]])
 
 
+def test_compute_vs_1f1b_compares_forwards_or_backwards_where_the_runs_timed_them_apart():
+    def split(schedule, fwd, bwd):
+        r = _record(schedule, 8, [f + b for f, b in zip(fwd, bwd)])
+        for st, f, b in zip(r["per_stage"], fwd, bwd):
+            st["compute_split_s"] = {"forward": f, "backward": b}
+        return r
+    old = [_record("1f1b", 8, [1.0, 1.0]), _record("gpipe", 8, [2.0, 2.0])]     # timed no split
+    new = [split("1f1b", [0.4, 0.4], [0.8, 0.8]), split("gpipe", [0.4, 0.4], [1.2, 1.0]),
+           _record("local", 8, [0.8, 0.8])]
+    bwd = compute_vs_1f1b([old, new], part="backward").set_index(["schedule", "stage"])
+    assert set(bwd.index.get_level_values("schedule")) == {"1f1b", "gpipe"}
+    assert bwd.loc[("gpipe", 0), "compute_vs_1f1b"] == pytest.approx(1.5)
+    assert bwd.loc[("gpipe", 0), "measurements"] == 1
+    assert compute_vs_1f1b([new], part="forward").set_index(["schedule", "stage"]).loc[
+        ("gpipe", 1), "compute_vs_1f1b"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="part='weights'"):
+        compute_vs_1f1b([new], part="weights")
+
+
 def test_measurement_files_lists_the_table_then_its_re_measurements(tmp_path):
     for name in ("v.runs.json", "v_set3.runs.json", "v_set2.runs.json", "other.runs.json"):
         (tmp_path / name).write_text("[]")

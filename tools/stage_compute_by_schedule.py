@@ -49,9 +49,12 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("error: give validation tables or --group NAME=GLOB")
     frames = []
     for name, paths in groups.items():
-        frames.append(compute_vs_1f1b([json.loads(p.read_text()) for p in paths]).assign(table=name))
-    out = pd.concat(frames, ignore_index=True)
-    out.to_csv(f"{args.out}.csv", index=False)
+        measurements = [json.loads(p.read_text()) for p in paths]
+        for part in ("forward_backward", "forward", "backward"):
+            frames.append(compute_vs_1f1b(measurements, part).assign(table=name, part=part))
+    both = pd.concat(frames, ignore_index=True).astype({"micro_batch": int, "stage": int, "measurements": int})
+    both.to_csv(f"{args.out}.csv", index=False)
+    out = both[both.part == "forward_backward"]
     lines = ["# A stage's compute per micro-batch, schedule by schedule, against 1F1B's", "",
              "Each stage's timed forward+backward per micro-batch (the real runs' `forward_backward` phase over "
              "the micro-batches timed) divided by the same stage's under 1F1B in the same measurement; median "
@@ -66,6 +69,23 @@ def main(argv: list[str] | None = None) -> int:
         ref = g["1f1b_ms_per_micro_batch"].iloc[0]
         lines.append(f"| {table} | {B} | {v} | {g.measurements.iloc[0]} | " + " | ".join(
             cell.get(s, "") for s in ("local", "local-per-step", "gpipe", "1f1b-recompute")) + f" | {ref:.1f} |")
+    halves = both[both.part != "forward_backward"]
+    if not halves.empty:
+        lines += ["", "## Forwards and backwards apart", "",
+                  "The same ratio for the forwards (the loss included) and the backwards (weight gradients and "
+                  "any re-forward included) alone, from the measurements whose stages timed the two apart "
+                  "(`compute_split_s`: torch's schedules, recorded since the `_set4` measurements).", "",
+                  "| table | micro_batch | stage | measurements | gpipe forward | gpipe backward | "
+                  "1f1b-recompute forward | 1f1b-recompute backward | 1F1B forward / backward ms |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for (table, B, v), g in halves.groupby(["table", "micro_batch", "stage"], sort=False):
+            cell = {(r.schedule, r.part): f"{r.compute_vs_1f1b:.2f} [{r.min:.2f}-{r.max:.2f}]"
+                    for r in g.itertuples()}
+            own = g[g.schedule == "1f1b"]
+            ref = dict(zip(own.part, own["1f1b_ms_per_micro_batch"]))
+            lines.append(f"| {table} | {B} | {v} | {g.measurements.iloc[0]} | " + " | ".join(
+                cell.get((s, p), "") for s in ("gpipe", "1f1b-recompute") for p in ("forward", "backward"))
+                + f" | {ref.get('forward', float('nan')):.1f} / {ref.get('backward', float('nan')):.1f} |")
     Path(f"{args.out}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

@@ -105,19 +105,30 @@ def measurement_files(base: str | Path) -> list[Path]:
     return [p for p in [first, *again] if p.exists()]
 
 
-def compute_vs_1f1b(measurements: list[list[dict]]) -> pd.DataFrame:
+def compute_vs_1f1b(measurements: list[list[dict]], part: str = "forward_backward") -> pd.DataFrame:
     """One row per (micro-batch size, schedule, stage): the stage's forward+backward per micro-batch
     (its timed ``forward_backward`` phase over the micro-batches timed) divided by 1F1B's for the
     same stage in the same measurement, as the median over ``measurements`` (each a list of
-    ``bench pipeline`` records) with its range, and 1F1B's own median in milliseconds."""
+    ``bench pipeline`` records) with its range, and 1F1B's own median in milliseconds.
+    ``part="forward"`` or ``"backward"`` compares that half alone, from the records that timed
+    the two apart (``compute_split_s``: torch's schedules); the others are left out."""
+    if part not in ("forward_backward", "forward", "backward"):
+        raise ValueError(f"part={part!r}: give 'forward_backward', 'forward' or 'backward'")
+
+    def seconds(st: dict):
+        if part == "forward_backward":
+            return st["phases_s"]["forward_backward"]
+        return st.get("compute_split_s", {}).get(part)
+
     ratios: dict[tuple, list[float]] = {}
     reference_ms: dict[tuple, list[float]] = {}
     for records in measurements:
         per_mb = {}
         for r in records:
             n = r["steps"] * r["micro_batches"]
-            per_mb[(r["micro_batch"], record_schedule(r))] = [st["phases_s"]["forward_backward"] / n
-                                                        for st in r["per_stage"]]
+            times = [seconds(st) for st in r["per_stage"]]
+            if None not in times:
+                per_mb[(r["micro_batch"], record_schedule(r))] = [t / n for t in times]
         for (B, schedule), stages in per_mb.items():
             ref = per_mb.get((B, "1f1b"))
             if ref is None:
