@@ -51,8 +51,10 @@ lock:
 
 venv .venv: $(STAMP)
 
+# figures/MACHINE names the CPU model and torch version the committed figures were drawn with.
 figures: $(STAMP)
 	$(VENV)/bin/paper-repro notebooks run --profile quick
+	$(PY) -m paper_repro.hardware > figures/MACHINE
 
 UNIT := $(PY) -m pytest tests -q
 NBVAL := $(PY) -m pytest --nbval-lax --nbval-current-env -p no:cacheprovider notebooks/ -q
@@ -76,12 +78,18 @@ test-notebooks: $(STAMP)
 
 # Every committed figure is reproducible and the timing-dependent ones are git-ignored, so after
 # the notebooks have run (make figures, or make test: nbval runs them too) figures/ is unchanged.
-check-figures:
+# The quick runs are bitwise repeatable on one CPU model, not across models: on another machine
+# than figures/MACHINE names, changed figures are listed and not failed.
+check-figures: $(STAMP)
 	@dirty=$$(git status --porcelain -- figures); \
-	if [ -n "$$dirty" ]; then echo "running the notebooks changed figures/:"; echo "$$dirty"; \
-	  echo "(the quick runs are exact on one machine but not across CPU models: on a new machine, run"; \
-	  echo " 'make figures', look at the figures and commit them)"; exit 1; fi; \
-	echo "figures/ unchanged"
+	drawn=$$(cat figures/MACHINE 2>/dev/null || echo unknown); here=$$($(PY) -m paper_repro.hardware); \
+	if [ -z "$$dirty" ]; then echo "figures/ unchanged"; exit 0; fi; \
+	echo "running the notebooks changed figures/:"; echo "$$dirty"; \
+	if [ "$$drawn" != "$$here" ]; then \
+	  echo "(figures/ were drawn on '$$drawn', this is '$$here': the quick runs differ in the last"; \
+	  echo " bits across CPU models and torch versions, so this is not a failure here)"; exit 0; fi; \
+	echo "(figures/MACHINE is this machine: the notebooks are not deterministic, or the figures"; \
+	echo " were not redrawn after a change; run 'make figures', look at the figures and commit them)"; exit 1
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks/

@@ -13,3 +13,25 @@ def hardware_label(device: str = "cpu") -> str:
         return torch.cuda.get_device_name(torch.device(device))
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return f"CPU x{cores} ({platform.machine()})"
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, else what ``platform`` knows), e.g.
+    ``'AMD EPYC 9B14'``: quick runs on the CPU are bitwise repeatable on one model, not across."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def figure_machine() -> str:
+    """What the committed quick figures depend on besides the code: CPU model and torch version."""
+    return f"{cpu_model()}; torch {torch.__version__}"
+
+
+if __name__ == "__main__":
+    print(figure_machine())

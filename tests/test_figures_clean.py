@@ -59,3 +59,15 @@ def test_every_quick_figure_is_either_committed_or_ignored():
     for name in TIMING_DEPENDENT:
         assert subprocess.run(["git", "check-ignore", "-q", "--no-index", f"figures/{name}"], cwd=ROOT).returncode == 0
         assert f"figures/{name}" not in tracked
+
+
+def test_the_committed_figures_name_the_machine_that_drew_them():
+    """``make check-figures`` compares bytes only on the CPU model and torch version that
+    ``figures/MACHINE`` names (the quick runs differ in the last bits across CPU models)."""
+    import torch
+
+    from paper_repro.hardware import cpu_model, figure_machine
+    assert "figures/MACHINE" in _git("ls-files", "figures").split()
+    drawn = (ROOT / "figures" / "MACHINE").read_text().strip()
+    assert re.fullmatch(r".+; torch \d+\.\d+\S*", drawn), drawn
+    assert cpu_model() and figure_machine() == f"{cpu_model()}; torch {torch.__version__}"
