@@ -49,3 +49,25 @@ def test_empty_tables_say_so():
     fig = scaling.plot_steps_vs_batch(ef.steps_vs_batch(_ttt().assign(reached=False, step=np.nan,
                                                                       time=np.nan)), "t")
     assert "no run reached" in fig.axes[0].texts[0].get_text()
+
+
+def test_log_axes_label_only_minor_ticks_that_cannot_collide():
+    import matplotlib.pyplot as plt
+
+    from paper_repro.plots.common import _two_or_five, clean_log_ticks
+    assert [_two_or_five(v) for v in (2e9, 3e9, 5e9, 0.5, 20.0, 40.0)] == [
+        r"$\mathdefault{2\times10^{9}}$", "", r"$\mathdefault{5\times10^{9}}$", "0.5", "20", ""]
+    fig, (short, long) = plt.subplots(1, 2)
+    short.plot([1.9e9, 1.2e10], [1, 2]); short.set_xscale("log")
+    long.plot([1e8, 1.5e10], [1, 2]); long.set_xscale("log")
+    for ax in (short, long):
+        clean_log_ticks(ax)
+    fig.canvas.draw()
+
+    def shown(ax):
+        lo, hi = ax.get_xlim()
+        fmt = ax.xaxis.get_minor_formatter()
+        return [fmt(x) for x in ax.xaxis.get_minorticklocs() if lo <= x <= hi and fmt(x)]
+    assert shown(short) == [r"$\mathdefault{2\times10^{9}}$", r"$\mathdefault{5\times10^{9}}$"]
+    assert shown(long) == []
+    plt.close(fig)
