@@ -103,6 +103,9 @@ def test_in_situ_times_split_each_stages_measured_phases_as_the_calibration_does
     assert [(t.forward, t.backward, t.optimizer) for t in times] == [(0.75, 2.25, 2.0), (1.5, 4.5, 1.0)]
     with pytest.raises(ValueError, match="not both"):
         against([], replay_rounds=1, in_situ=True)
+    with pytest.warns(UserWarning, match="CUDA run"):
+        gpu = in_situ_times({**record, "device": "cuda"}, calibrated, recompute=False)
+    assert [(t.forward, t.backward) for t in gpu] == [(1.0, 2.0), (2.0, 4.0)]
 
 
 def test_coupled_replays_wait_for_their_neighbours_and_finish():

@@ -18,6 +18,7 @@ import platform
 import re
 import statistics
 import time
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -166,7 +167,12 @@ def in_situ_times(record: dict, calibrated, recompute: bool) -> list[StageTimes]
     """Each stage's mean forward, backward and optimizer step in a ``bench pipeline`` run, from its
     timed phases (and the first stage's input drawing, per micro-batch); the forward+backward is
     split between the two as the run measured it (``compute_split_s``), or else as the
-    calibration splits it."""
+    calibration splits it. On CUDA the phases time kernel launches between synchronizations, so
+    the split between forward+backward and optimizer is approximate there (a warning says so)."""
+    if record.get("device") == "cuda":
+        warnings.warn("in-situ durations of a CUDA run: its per-stage phases time kernel launches, "
+                      "synchronized once per micro-batch or step, so the forward+backward / optimizer "
+                      "split is approximate (their sum is not)", stacklevel=2)
     per_stage = record["per_stage"]
     per_stage = ast.literal_eval(per_stage) if isinstance(per_stage, str) else per_stage
     n = record["steps"] * record["micro_batches"]
