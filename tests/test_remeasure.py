@@ -115,3 +115,20 @@ def test_plot_validation_draws_one_panel_per_table_and_counts_the_band():
     assert plot_validation(outside, "title").axes[0].get_title() == "t1: 1 of 1 within 15%"
     with pytest.raises(ValueError, match="measured_pooled"):
         plot_validation(close.drop(columns=["measured_pooled"]), "title")
+
+
+def test_recorded_counts_read_each_measurements_own_table(tmp_path):
+    from paper_repro.simulate.remeasure import recorded_counts
+
+    def table(name, within):
+        (tmp_path / f"{name}.runs.json").write_text("[]")
+        pd.DataFrame({"schedule": ["local", "gpipe", "1f1b"], "within_15pct": within,
+                      "ratio_rel_error": [0.05, -0.3, 0.0]}).to_csv(tmp_path / f"{name}.csv", index=False)
+    table("v", [True, False, True])
+    table("v_set2", [True, True, True])
+    got = recorded_counts(tmp_path / "v")
+    assert got[["measurement", "within", "ratios"]].values.tolist() == [["m1", 1, 2], ["m2", 2, 2]]
+    assert got.median_abs_error.tolist() == pytest.approx([0.175, 0.175])
+    (tmp_path / "v_set3.runs.json").write_text("[]")
+    with pytest.raises(ValueError, match="v_set3.csv not found"):
+        recorded_counts(tmp_path / "v")

@@ -141,3 +141,20 @@ def compute_vs_1f1b(measurements: list[list[dict]], part: str = "forward_backwar
              "1f1b_ms_per_micro_batch": statistics.median(reference_ms[(B, schedule, v)])}
             for (B, schedule, v), vals in sorted(ratios.items())]
     return pd.DataFrame(rows)
+
+
+def recorded_counts(base: str | Path) -> pd.DataFrame:
+    """One row per measurement of a validation table: how many ratios to 1F1B its own stored
+    table (``BASE[_setK].csv``, simulated with a calibration made in the same command, just
+    before the runs) has within the tolerance, the 1F1B rows left out. Reads stored files only."""
+    rows = []
+    for k, runs in enumerate(measurement_files(base), 1):
+        table = runs.with_name(runs.name.removesuffix(".runs.json") + ".csv")
+        if not table.exists():
+            raise ValueError(f"{table} not found: the stored table of {runs.name}")
+        df = pd.read_csv(table)
+        df = df[df.schedule != "1f1b"]
+        rows.append({"table": Path(base).name, "measurement": f"m{k}", "file": table.name,
+                     "within": int(df.within_15pct.astype(str).eq("True").sum()), "ratios": len(df),
+                     "median_abs_error": float(df.ratio_rel_error.abs().median())})
+    return pd.DataFrame(rows)
