@@ -2,6 +2,7 @@
 message naming it; a stage that cannot reach its peers at start-up fails within the start-up
 timeout with one line saying what it tried to reach; bad combinations are refused before any
 process starts."""
+import dataclasses
 import datetime
 import os
 import re
@@ -172,6 +173,24 @@ def test_overlapping_across_a_stage_boundary_is_refused_before_launch():
     cfg = PipelineConfig(schedule="local", stages=2, method="overlapping", **TINY)
     with pytest.raises(ValueError, match=r"shares block \d+ between local module .* gradient message"):
         run_pipeline(cfg, progress=False)
+
+
+def test_cuda_stages_need_a_gpu_each_before_any_process_starts(monkeypatch):
+    import torch
+
+    from paper_repro.distributed import launch as launcher
+    cfg = PipelineConfig(schedule="local", stages=2, device="cuda", **TINY)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="torch.cuda.is_available\\(\\) is False"):
+        launcher.launch([cfg], progress=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(ValueError, match="2 stage processes on device 'cuda' need 2 GPUs here .* 1 visible"):
+        launcher.launch([cfg], progress=False)
+    with pytest.raises(ValueError, match="need 2 GPUs here"):
+        run_pipeline(dataclasses.replace(cfg, balance="time"), progress=False)
+    with pytest.raises(ValueError, match="same device"):
+        launcher.launch([cfg, PipelineConfig(schedule="local", stages=2, **TINY)], progress=False)
 
 
 @pytest.mark.parametrize("changes,match", [

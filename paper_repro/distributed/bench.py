@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .launch import launch
+from .launch import check_gpus, launch
 from .run import prepare, timed_update_every
 from .config import MULTI_STAGE, PipelineConfig
 from .inputs import label_info
@@ -32,6 +32,8 @@ def run_pipeline(configs: PipelineConfig | list[PipelineConfig], *, timeout: flo
     explicit ``method`` / ``split`` / ``block_split`` (the record's ``balance`` still says how
     it was found)."""
     configs = [configs] if isinstance(configs, PipelineConfig) else list(configs)
+    if any(c.device == "cuda" for c in configs):    # before a measured cut touches the device
+        check_gpus(max(c.validate().processes for c in configs if c.device == "cuda"))
     cuts: dict[tuple, tuple] = {}
     resolved = []
     for cfg in configs:

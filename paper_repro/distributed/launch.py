@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
@@ -47,6 +48,18 @@ def _describe_exit(code: int) -> str:
     return f"exited with status {code}"
 
 
+def check_gpus(processes: int) -> None:
+    """Each local stage process takes its own GPU (``cuda:LOCAL_RANK``): fail before starting any
+    when this machine has fewer, naming both counts."""
+    if not torch.cuda.is_available():
+        raise ValueError("device 'cuda' asked for, but torch.cuda.is_available() is False on this machine")
+    visible = torch.cuda.device_count()
+    if processes > visible:
+        raise ValueError(f"{processes} stage processes on device 'cuda' need {processes} GPUs here (each takes "
+                         f"cuda:LOCAL_RANK), {visible} visible: use fewer stages, or spread them over nodes "
+                         "with torchrun")
+
+
 @signals.sigterm_as_interrupt()  # SIGTERM takes the Ctrl-C path: the finally below kills every stage
 def launch(configs: list[PipelineConfig], *, timeout: float | None = None, grace: float = 60.0,
            progress: bool = True, keep_logs: bool = False, report_exits: bool = True) -> list[dict]:
@@ -63,6 +76,10 @@ def launch(configs: list[PipelineConfig], *, timeout: float | None = None, grace
     nprocs = configs[0].processes
     if any((c.stages, c.dp) != (configs[0].stages, configs[0].dp) for c in configs):
         raise ValueError("all configs of one launch must have the same stages and dp")
+    if any(c.device != configs[0].device for c in configs):
+        raise ValueError("all configs of one launch must have the same device")
+    if configs[0].device == "cuda":
+        check_gpus(nprocs)
     workdir = Path(tempfile.mkdtemp(prefix="paper_repro_pipeline_"))
     (workdir / "configs.json").write_text(json.dumps([c.to_dict() for c in configs]))
     result_path = workdir / "result.json"
