@@ -129,8 +129,9 @@ plots.save_figure(fig, f"08_ratio_vs_micro_batches_{profile}", figures_dir);
 # ResNet-34 at 224x224 on 4 processors, micro-batches of 8, 16 per step, cut as `bench pipeline`
 # cuts it (about equal numbers of blocks per stage). The paper does not say which pipelined
 # backprop it compared against, so every one is shown beside its reported ratio. The quick
-# profile simulates it once per cached calibration of this machine: the bar is their median, the
-# error bar their range, which is how far measuring the costs again moves the answer.
+# profile simulates it once per cached calibration of the development machines (two CPU models):
+# the bar is their median, the error bar their range, which is how far measuring the costs again
+# moves the answer.
 
 # %%
 paper_costs = ([BlockCosts.load(Path(calibration_dir) / file) for file in settings["paper_calibrations"]]

@@ -273,7 +273,7 @@ _SCALING = {
                                 "transformer": "calibration_transformer64x256_cpu1.json"},
                   # the paper's setting is shown with every cached ResNet calibration (its spread)
                   paper_calibrations=["calibration_resnet34_224_cpu1.json",
-                                      *(f"calibration_resnet34_224_cpu1_run{k}.json" for k in (1, 2, 3))]),
+                                      *(f"calibration_resnet34_224_cpu1_run{k}.json" for k in range(1, 7))]),
     "cpu": dict(_SCALING_COMMON, **_SCALING_CPU, calibrations=None, paper_calibrations=None),
     "full": dict(_SCALING_COMMON, calibrations=None, paper_calibrations=None, device="cuda",
                  stage_sweep_micro_batches=128,
