@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         lines += ["", "## Forwards and backwards apart", "",
                   "The same ratio for the forwards (the loss included) and the backwards (weight gradients and "
                   "any re-forward included) alone, from the measurements whose stages timed the two apart "
-                  "(`compute_split_s`: torch's schedules, recorded since the `_set4` measurements).", "",
+                  "(`compute_split_s`: torch's schedules; recorded by the later measurements, e.g. `_set6` at "
+                  "micro-batches 8-64, `_set4` and `_set5` at 128 and 256).", "",
                   "| table | micro_batch | stage | measurements | gpipe forward | gpipe backward | "
                   "1f1b-recompute forward | 1f1b-recompute backward | 1F1B forward / backward ms |",
                   "|---|---|---|---|---|---|---|---|---|"]
