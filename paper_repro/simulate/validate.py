@@ -180,11 +180,12 @@ def in_situ_times(record: dict, calibrated, recompute: bool) -> list[StageTimes]
     out = []
     for v, st in enumerate(per_stage):
         fb = st["phases_s"]["forward_backward"] / n
-        f = calibrated.forward[v]
-        whole = f * (2 if recompute else 1) + calibrated.backward(v)
-        forward = fb * f / whole if whole > 0 else 0.0
         if "compute_split_s" in st:     # the run timed its forwards apart (torch's schedules)
             forward = st["compute_split_s"]["forward"] / n
+        else:
+            f = calibrated.forward[v]
+            whole = f * (2 if recompute else 1) + calibrated.backward(v)
+            forward = fb * f / whole if whole > 0 else 0.0
         data = st["phases_s"].get("data", 0.0) / n if v == 0 else None
         out.append(StageTimes(forward, fb - forward, st["phases_s"]["optimizer"] / opt_steps, data))
     return out
