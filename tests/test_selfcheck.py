@@ -98,3 +98,18 @@ def test_pipeline_configs_fit_any_number_of_gpus(stages):
         assert cfg.device == "cuda" and cfg.validate() is cfg
         plan = prepare(dataclasses.replace(cfg, device="cpu"))[4]
         assert len(plan.modules) == stages
+
+
+def test_every_piece_gets_a_floor_of_time_while_time_is_left(monkeypatch):
+    # a share of a short limit (5% of 40 s) is less than a first CUDA start takes
+    limits = {}
+
+    def fake(name, device, limit):
+        limits[name] = limit
+        return {"piece": name, "status": "pass", "seconds": 0.0, "numbers": {}, "error": None}
+
+    monkeypatch.setattr(selfcheck, "_in_subprocess", fake)
+    report = selfcheck.selfcheck("cpu", time_limit=40, pieces=("environment", "overhead"))
+    assert report["ok"]
+    assert limits["environment"] >= selfcheck.MIN_PIECE_S > 40 * selfcheck.SHARE["environment"]
+    assert limits["overhead"] <= 40

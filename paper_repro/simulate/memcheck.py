@@ -2,16 +2,20 @@
 
 Each stage of a schedule is *emulated* in this one process on ``--device``: the stage's blocks
 (and head) on real tensors, its micro-batches in the order torch's schedule runs them on that
-rank (:func:`.schedules.torch_order`; local: forward and backward of every micro-batch in turn),
-an input tensor alive from a micro-batch's forward to its backward, an optimizer step at the end.
-The second step is measured:
+rank (:func:`.schedules.torch_order`; local: forward and backward of every micro-batch in turn,
+each input made when its forward starts, as if just received), an input tensor alive from a
+micro-batch's forward to its backward, an optimizer step at the end (local: after every
+micro-batch). Garbage from the stage emulated before is collected first. The second step is
+measured:
 
 * always: the saved-for-backward peak (:class:`~paper_repro.distributed.memory.SavedTensorMeter`;
   with recomputation plus one micro-batch's saved bytes, which checkpointing hides from the
   meter, as the real runs count it) against :func:`.memory.stage_memory`'s ``saved_for_backward``;
-* on CUDA also ``torch.cuda.max_memory_allocated`` (everything the caching allocator handed out,
-  temporaries included) against ``peak_bytes`` (activations + parameters + gradients + optimizer
-  state + message buffers).
+* on CUDA also ``torch.cuda.max_memory_allocated`` over the step, less what was allocated
+  before the stage was built (everything the caching allocator handed out, temporaries of the
+  backward and cuDNN workspaces included) against ``peak_bytes`` (activations + parameters +
+  gradients + optimizer state + message buffers), and apart the optimizer step's own
+  temporaries (0 for the fused Adam that :func:`~paper_repro.build.make_optimizer` picks on CUDA).
 
 No torch metadata inference runs here, so that term is left out of the prediction.
 
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import json
 import sys
 from pathlib import Path
@@ -44,6 +49,10 @@ def emulate_stage(cfg: PipelineConfig, schedule: str, stage: int, cut: list[list
     if schedule not in CHECKED:
         raise ValueError(f"schedule {schedule!r} cannot be emulated here; valid: {', '.join(CHECKED)}")
     device = torch.device("cuda" if cfg.device == "cuda" else "cpu")
+    gc.collect()            # an earlier stage's modules and tensors (reference cycles) must not count here
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    before = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
     S, B, M = cfg.stages, cfg.micro_batch, cfg.micro_batches
     _, spec = data_spec(cfg)
     learner = build_learner(dataclasses.replace(cfg, method=f"chunked-{S}"), spec)
@@ -61,16 +70,36 @@ def emulate_stage(cfg: PipelineConfig, schedule: str, stage: int, cut: list[list
     order = [("F", i) for i in range(M)] if local else \
         [(a.kind, a.micro_batch) for a in torch_order(schedule, S, M).actions[stage]]
 
-    def inputs(n: int, shape, make):
-        # pipelined backprop splits the step's tensor into views (as torch does); local gets one per micro-batch
-        return [make(B, *shape) for _ in range(M)] if local else make(n * B, *shape).split(B)
+    def inputs(shape, make):
+        # pipelined backprop splits the step's tensor into views (as torch does); local receives
+        # one micro-batch at a time, made when its forward starts
+        if local:
+            return _Lazy(lambda: make(B, *shape))
+        return make(M * B, *shape).split(B)
+
+    # on CUDA: the running peak is read and reset around every optimizer step, so the step's own
+    # temporaries (above what was allocated when it began) are measured apart
+    peak, step_temporaries = [0], [0]
+
+    def optimizer_step():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+            at, peak[0] = torch.cuda.memory_allocated(device), max(peak[0], torch.cuda.max_memory_allocated(device))
+            torch.cuda.reset_peak_memory_stats(device)
+        opt.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+            step_peak = torch.cuda.max_memory_allocated(device)
+            peak[0], step_temporaries[0] = max(peak[0], step_peak), max(step_temporaries[0], step_peak - at)
+            torch.cuda.reset_peak_memory_stats(device)
+        opt.zero_grad(set_to_none=True)
 
     def step():
         if h.is_floating_point():
-            xs = inputs(M, h.shape[1:], lambda *size: torch.randn(*size, device=device))
+            xs = inputs(h.shape[1:], lambda *size: torch.randn(*size, device=device))
         else:
-            xs = inputs(M, h.shape[1:], lambda *size: torch.randint(spec.num_classes, size, device=device))
-        ys = inputs(M, y0.shape[1:], lambda *size: torch.randint(spec.num_classes, size, device=device))
+            xs = inputs(h.shape[1:], lambda *size: torch.randint(spec.num_classes, size, device=device))
+        ys = inputs(y0.shape[1:], lambda *size: torch.randint(spec.num_classes, size, device=device))
         live = {}
         for kind, i in order:
             if kind == "F":
@@ -83,29 +112,40 @@ def emulate_stage(cfg: PipelineConfig, schedule: str, stage: int, cut: list[list
                 x, out = live.pop(i)
                 out.backward() if out.dim() == 0 else out.backward(torch.randn_like(out))
                 if local:
-                    opt.step()
-                    opt.zero_grad(set_to_none=True)
+                    optimizer_step()
         if not local:
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            optimizer_step()
 
     step()                                  # creates the optimizer state
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
+    peak[0] = step_temporaries[0] = 0
     meter = SavedTensorMeter(exclude=params)
     with meter:
         step()
+    cuda_peak = step_extra = None
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        cuda_peak = max(peak[0], torch.cuda.max_memory_allocated(device)) - before
+        step_extra = step_temporaries[0]
     extra = 0
     if module.recompute:    # checkpoint hides the recomputation from the meter: one micro-batch's bytes, as the runs add
         example = torch.zeros(B, *h.shape[1:], dtype=h.dtype, device=device)
         example.requires_grad_(stage > 0 and h.is_floating_point())
         extra = saved_bytes_of(StageModule(list(module.blocks), module.head), example, exclude=[*params, example])
-    cuda_peak = None
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        cuda_peak = int(torch.cuda.max_memory_allocated(device))
-    return {"saved_for_backward": meter.peak + extra, "cuda_max_memory_allocated": cuda_peak}
+    return {"saved_for_backward": meter.peak + extra, "cuda_max_memory_allocated": cuda_peak,
+            "cuda_optimizer_temporaries": step_extra}
+
+
+class _Lazy:
+    """``lazy[i]``: a fresh tensor from ``make()`` each time (local's inputs, one per forward)."""
+
+    def __init__(self, make):
+        self.make = make
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return self.make()
 
 
 def check(cfg: PipelineConfig, schedules: list[str]) -> list[dict]:
@@ -124,7 +164,8 @@ def check(cfg: PipelineConfig, schedules: list[str]) -> list[dict]:
             row = {"schedule": schedule, "stage": s, "saved_measured": got["saved_for_backward"],
                    "saved_predicted": p["saved_for_backward"],
                    "saved_ratio": p["saved_for_backward"] / max(got["saved_for_backward"], 1),
-                   "cuda_measured": got["cuda_max_memory_allocated"], "peak_predicted": p["peak_bytes"]}
+                   "cuda_measured": got["cuda_max_memory_allocated"], "peak_predicted": p["peak_bytes"],
+                   "cuda_optimizer_temporaries": got["cuda_optimizer_temporaries"]}
             row["peak_ratio"] = (p["peak_bytes"] / row["cuda_measured"]) if row["cuda_measured"] else None
             rows.append(row)
     return rows

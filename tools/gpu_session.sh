@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Everything this project checks on a GPU, in one run of a few minutes (for a lent GPU machine
+# whose python3 already has torch; the repository is the working directory):
+#
+#     bash tools/gpu_session.sh OUTDIR
+#
+# 1. the environment (nvidia-smi, torch, CUDA);
+# 2. (after 3 and 4, the first memory check and the costs) the self-check on cuda (python -m paper_repro.selfcheck; its notebook piece needs papermill
+#    and ipykernel: wheels in .whl/ are installed to /tmp/site first if there);
+# 3. the memory accounting against torch.cuda.max_memory_allocated, stage by stage, ResNet-34 at
+#    224 px (tools/gpu_memory_check.py): 4 stages at micro-batch 8 and 32, 8 stages at 8;
+# 4. per-block costs of ResNet-34 and the Transformer on this GPU (tools/gpu_calibrate.py);
+# 5. notebook 08 in its full profile (measures its own costs on cuda).
+#
+# Each step has its own time limit, so one that hangs costs only its share; after each step
+# OUTDIR/gpu_session.tar.gz is rewritten with everything so far (the logs included), so a run
+# stopped early still returns what it did. Exit status: the number of failed steps.
+set -u
+OUT=${1:?usage: bash tools/gpu_session.sh OUTDIR}
+W=$(mktemp -d /tmp/gpu_session.XXXX)
+mkdir -p "$OUT" "$W/figures"
+export PYTHONUNBUFFERED=1 MPLBACKEND=Agg PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+failed=0
+pack() { tar -czf "$OUT/gpu_session.tar.gz.tmp" -C "$W" . && mv "$OUT/gpu_session.tar.gz.tmp" "$OUT/gpu_session.tar.gz"; }
+step() {  # step NAME SECONDS CMD...: run CMD under a time limit, its output in W/NAME.log
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" >"$W/$name.log" 2>&1
+  local rc=$?
+  [ $rc -eq 0 ] || failed=$((failed + 1))
+  echo "step $name: exit $rc after $((SECONDS - t0)) s (limit $limit s)" | tee -a "$W/steps.log"
+  tail -n 5 "$W/$name.log"
+  pack
+}
+if ls .whl/*.whl >/dev/null 2>&1; then
+  step wheels 120 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl
+  export PYTHONPATH="$PYTHONPATH:/tmp/site"      # only packages the machine lacks travel as wheels
+  export PATH="/tmp/site/bin:$PATH" JUPYTER_PATH=/tmp/site/share/jupyter
+fi
+step environment 60 bash -c 'nvidia-smi; python3 -c "import torch, sys; print(sys.version); print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(), torch.backends.cudnn.version())"'
+R34=(--model resnet34 --image-size 224 --num-classes 1000 --micro-batches 16 --device cuda)
+step memory_s4_mb8 90 python3 tools/gpu_memory_check.py "${R34[@]}" --stages 4 --micro-batch 8 --out "$W/gpu_memory_check_s4_mb8.md"
+step calibrate 150 python3 tools/gpu_calibrate.py --out "$W/calibrations"
+step selfcheck 170 python3 -m paper_repro.selfcheck --device cuda --json "$W/selfcheck.json" --time-limit 150
+step memory_s8_mb8 120 python3 tools/gpu_memory_check.py "${R34[@]}" --stages 8 --micro-batch 8 --out "$W/gpu_memory_check_s8_mb8.md"
+step memory_s4_mb32 90 python3 tools/gpu_memory_check.py "${R34[@]}" --stages 4 --micro-batch 32 --out "$W/gpu_memory_check_s4_mb32.md"
+step notebook08_full 150 python3 -m papermill notebooks/08_scaling.ipynb "$W/08_scaling_full.ipynb" -k python3 \
+  --cwd notebooks -p profile full -p figures_dir "$W/figures"
+echo "failed steps: $failed"
+exit $failed
