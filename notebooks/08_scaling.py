@@ -146,6 +146,28 @@ fig = plots.simulate.plot_paper_setting(by_baseline.apply(list).to_dict(), setti
 plots.save_figure(fig, f"08_paper_setting_{profile}", figures_dir);
 
 # %% [markdown]
+# ### The same setting with costs measured on a GPU
+# Per-block costs measured on an NVIDIA H200 (eager PyTorch, float32; three calibrations by
+# `tools/gpu_calibrate.py`, cached), with the input prefetched, as a data loader's workers supply
+# it. At these micro-batch sizes that GPU is bound by launching kernels rather than by arithmetic
+# (a forward of the whole network takes about as long for 1 image as for 8; see
+# `results/simulate/paper_setting_h200.md`), so local's small heads and its optimizer step after
+# every micro-batch weigh more than on a CPU.
+
+# %%
+gpu_costs = [BlockCosts.load(Path(calibration_dir) / file).without_input()
+             for file in settings["paper_calibrations_gpu"]]
+gpu_paper = scaling.paper_setting(gpu_costs, settings["paper_stages"], settings["paper_micro_batches"],
+                                  settings["baselines"], settings["paper_micro_batch"])
+gpu_by_baseline = gpu_paper.groupby("baseline", sort=False).ratio
+display(gpu_by_baseline.agg(["median", "min", "max"]).round(3))
+fig = plots.simulate.plot_paper_setting(gpu_by_baseline.apply(list).to_dict(), settings["paper_ratio"],
+                                        f"{names['resnet']}, 4 processors: simulated local / baseline samples/s\n"
+                                        f"({len(gpu_costs)} calibrations on {gpu_costs[0].hardware}, input "
+                                        f"prefetched: median and range)")
+plots.save_figure(fig, f"08_paper_setting_gpu_{profile}", figures_dir);
+
+# %% [markdown]
 # ## How far to trust the simulated times
 # The simulator was checked against real pipelines that this machine can run: 2 processes on its
 # 2-core CPU, a width-16 ResNet-18 and an 8x1024 MLP, glibc's allocator and one that keeps freed

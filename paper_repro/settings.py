@@ -259,6 +259,8 @@ _SCALING_COMMON = dict(
     memory_schedules=["local", "1f1b", "1f1b-recompute", "gpipe"],
     baselines=["gpipe", "1f1b", "1f1b-recompute", "zbv"],
     paper_ratio=1.40, paper_stages=4, paper_micro_batch=8, paper_micro_batches=16,
+    # the paper's setting again with costs measured on a GPU (tools/gpu_calibrate.py), input prefetched
+    paper_calibrations_gpu=[f"calibration_resnet34_224_h200_mb8_run{k}.json" for k in (1, 2, 3)],
     gantt_schedules=["local", "1f1b", "zbv"], gantt_micro_batches=8,
     micro_batch=8, ratio_stages={"resnet": [2, 4, 8, 16], "transformer": [2, 4, 8, 16, 32, 64]},
     micro_batch_sweep_stages={"resnet": 4, "transformer": 8},

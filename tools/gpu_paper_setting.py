@@ -16,7 +16,6 @@ Needs no GPU: ``python tools/gpu_paper_setting.py --gpu h200 --out results/simul
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import re
 import sys
 from pathlib import Path
@@ -40,17 +39,13 @@ def stored(gpu: str, folder: Path = STORE) -> dict[int, list[Path]]:
     return {B: [p for _, p in sorted(runs)] for B, runs in sorted(found.items())}
 
 
-def input_free(bc: BlockCosts) -> BlockCosts:
-    return dataclasses.replace(bc, data=0.0, concat=0.0)
-
-
 def table(files: dict[int, list[Path]]) -> pd.DataFrame:
     s = settings.scaling_settings("quick")
     rows = []
     for B, paths in files.items():
         for k, path in enumerate(paths if B == s["paper_micro_batch"] else paths[:1]):
             bc = BlockCosts.load(path)
-            for inp, costs in (("as measured", bc), ("free", input_free(bc))):
+            for inp, costs in (("as measured", bc), ("free", bc.without_input())):
                 for cut in ("blocks", "time"):
                     t = paper_setting([costs], s["paper_stages"], s["paper_micro_batches"], s["baselines"], B,
                                       balance=cut)

@@ -5,12 +5,13 @@
 #     bash tools/gpu_session.sh OUTDIR
 #
 # 1. the environment (nvidia-smi, torch, CUDA);
-# 2. (after 3 and 4, the first memory check and the costs) the self-check on cuda (python -m paper_repro.selfcheck; its notebook piece needs papermill
+# 2. the memory accounting against torch.cuda.max_memory_allocated, stage by stage, ResNet-34 at
+#    224 px (tools/gpu_memory_check.py): 4 stages at micro-batch 8 (later 8 stages at 8 and 4 at 32);
+# 3. per-block costs of ResNet-34 and the Transformer on this GPU (tools/gpu_calibrate.py);
+# 4. the self-check on cuda (python -m paper_repro.selfcheck; its notebook piece needs papermill
 #    and ipykernel: wheels in .whl/ are installed to /tmp/site first if there);
-# 3. the memory accounting against torch.cuda.max_memory_allocated, stage by stage, ResNet-34 at
-#    224 px (tools/gpu_memory_check.py): 4 stages at micro-batch 8 and 32, 8 stages at 8;
-# 4. per-block costs of ResNet-34 and the Transformer on this GPU (tools/gpu_calibrate.py);
 # 5. notebook 08 in its full profile (measures its own costs on cuda).
+# The most wanted come first, so a run cut short loses the least.
 #
 # Each step has its own time limit, so one that hangs costs only its share; after each step
 # OUTDIR/gpu_session.tar.gz is rewritten with everything so far (the logs included), so a run

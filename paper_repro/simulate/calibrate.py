@@ -95,6 +95,11 @@ class BlockCosts:
                                    concat=self.concat * k, out_bytes=[round(v * k) for v in self.out_bytes],
                                    label_bytes=round(self.label_bytes * k))
 
+    def without_input(self) -> "BlockCosts":
+        """The same costs with the input free (``data`` and ``concat`` 0): prefetched, as a data
+        loader's workers supply it, instead of drawn by the first processor between its passes."""
+        return dataclasses.replace(self, data=0.0, concat=0.0)
+
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
