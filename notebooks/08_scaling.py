@@ -136,11 +136,9 @@ plots.save_figure(fig, f"08_ratio_vs_micro_batches_{profile}", figures_dir);
 # %%
 paper_costs = ([BlockCosts.load(Path(calibration_dir) / file) for file in settings["paper_calibrations"]]
                if settings["paper_calibrations"] else [costs["resnet"]])
-paper = scaling.paper_setting(paper_costs, settings["paper_stages"], settings["paper_micro_batches"],
-                              settings["baselines"], settings["paper_micro_batch"])
-by_baseline = paper.groupby("baseline", sort=False).ratio
-display(by_baseline.agg(["median", "min", "max"]).round(3))
-fig = plots.simulate.plot_paper_setting(by_baseline.apply(list).to_dict(), settings["paper_ratio"],
+paper = scaling.paper_setting_ratios(paper_costs, settings)
+display(scaling.spread(paper).round(3))
+fig = plots.simulate.plot_paper_setting(paper, settings["paper_ratio"],
                                         f"{names['resnet']}, 4 processors: simulated local / baseline samples/s\n"
                                         f"({len(paper_costs)} calibration(s) on {hardware}: median and range)")
 plots.save_figure(fig, f"08_paper_setting_{profile}", figures_dir);
@@ -157,11 +155,9 @@ plots.save_figure(fig, f"08_paper_setting_{profile}", figures_dir);
 # %%
 gpu_costs = [BlockCosts.load(Path(calibration_dir) / file).without_input()
              for file in settings["paper_calibrations_gpu"]]
-gpu_paper = scaling.paper_setting(gpu_costs, settings["paper_stages"], settings["paper_micro_batches"],
-                                  settings["baselines"], settings["paper_micro_batch"])
-gpu_by_baseline = gpu_paper.groupby("baseline", sort=False).ratio
-display(gpu_by_baseline.agg(["median", "min", "max"]).round(3))
-fig = plots.simulate.plot_paper_setting(gpu_by_baseline.apply(list).to_dict(), settings["paper_ratio"],
+gpu_paper = scaling.paper_setting_ratios(gpu_costs, settings)
+display(scaling.spread(gpu_paper).round(3))
+fig = plots.simulate.plot_paper_setting(gpu_paper, settings["paper_ratio"],
                                         f"{names['resnet']}, 4 processors: simulated local / baseline samples/s\n"
                                         f"({len(gpu_costs)} calibrations on {gpu_costs[0].hardware}, input "
                                         f"prefetched: median and range)")

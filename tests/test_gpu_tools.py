@@ -56,3 +56,16 @@ def test_gpu_paper_setting_matches_a_direct_simulation_of_the_stored_calibration
     free = df[(df.input == "free") & (df.cut == "blocks")].set_index("baseline").ratio
     assert bc.data > 0 and (measured - free).abs().max() > 0.01
     assert gps.main(["--gpu", "nosuchgpu", "--out", str(tmp_path / "x")]) == 2
+
+
+def test_paper_setting_ratios_group_one_ratio_per_calibration_and_spread_summarises_them():
+    from paper_repro.simulate.scaling import paper_setting_ratios, spread
+    gps = tool("gpu_paper_setting")
+    s = settings.scaling_settings("quick")
+    costs = [BlockCosts.load(p).without_input() for p in gps.stored("h200")[s["paper_micro_batch"]][:2]]
+    ratios = paper_setting_ratios(costs, s)
+    assert list(ratios) == s["baselines"] and all(len(v) == 2 for v in ratios.values())
+    table = spread(ratios)
+    for b, v in ratios.items():
+        assert table.loc[b, "min"] == min(v) and table.loc[b, "max"] == max(v)
+        assert table.loc[b, "median"] == pytest.approx(sum(v) / 2)

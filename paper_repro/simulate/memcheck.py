@@ -157,8 +157,6 @@ def check(cfg: PipelineConfig, schedules: list[str]) -> list[dict]:
         predicted = stage_memory(meta, schedule, cfg.stages, cfg.micro_batch, cfg.micro_batches, cut,
                                  cfg.optimizer, first_step_inference=False)
         for s in range(cfg.stages):
-            if cfg.device == "cuda":
-                torch.cuda.empty_cache()
             got = emulate_stage(cfg, schedule, s, cut)
             p = predicted[s]
             row = {"schedule": schedule, "stage": s, "saved_measured": got["saved_for_backward"],
@@ -181,7 +179,50 @@ def markdown(rows: list[dict], cfg: PipelineConfig) -> str:
     for r in rows:
         lines.append("| " + " | ".join("-" if v is None else f"{v:.4f}" if isinstance(v, float) else str(v)
                                        for v in r.values()) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + worst_stage_markdown(rows)) + "\n"
+
+
+def worst_stage_markdown(rows: list[dict]) -> list[str]:
+    """:func:`worst_stage` as markdown lines (none without CUDA measurements)."""
+    worst = worst_stage(rows)
+    if not worst:
+        return []
+    return ["", "The processor that needs the most, per schedule (MiB; ratio: accounted / measured):", "",
+            "| schedule | measured (stage) | accounted (stage) | ratio |", "|---|---|---|---|",
+            *(f"| {w['schedule']} | {w['measured'] / 2**20:.0f} ({w['measured_stage']}) | "
+              f"{w['predicted'] / 2**20:.0f} ({w['predicted_stage']}) | {w['ratio']:.3f} |" for w in worst)]
+
+
+def worst_stage(rows: list[dict]) -> list[dict]:
+    """Per schedule, the largest measured CUDA peak over its stages against the largest accounted
+    one (what the memory figure plots: the processor that needs the most); ``[]`` without CUDA."""
+    out = []
+    for schedule in dict.fromkeys(r["schedule"] for r in rows):
+        mine = [r for r in rows if r["schedule"] == schedule]
+        if any(r["cuda_measured"] is None for r in mine):
+            return []
+        measured = max(mine, key=lambda r: r["cuda_measured"])
+        predicted = max(mine, key=lambda r: r["peak_predicted"])
+        out.append({"schedule": schedule, "measured_stage": measured["stage"], "measured": measured["cuda_measured"],
+                    "predicted_stage": predicted["stage"], "predicted": predicted["peak_predicted"],
+                    "ratio": predicted["peak_predicted"] / measured["cuda_measured"]})
+    return out
+
+
+def read_table(path: str | Path) -> list[dict]:
+    """The rows of a table :func:`markdown` wrote (``-``: not measured)."""
+    lines = [line.strip() for line in Path(path).read_text().splitlines() if line.startswith("| ")]
+    if not lines:
+        raise ValueError(f"{str(path)!r} holds no table")
+    cols = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = []
+    for line in lines[1:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) != len(cols) or cells[0] == cols[0]:
+            break           # the end of the first table
+        rows.append({c: None if v == "-" else v if c == "schedule" else float(v) if "." in v else int(v)
+                     for c, v in zip(cols, cells)})
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -82,3 +82,16 @@ def paper_setting(calibrations: list[BlockCosts], stages: int, micro_batches: in
         raise ValueError("paper_setting needs at least one calibration")
     return pd.concat([ratio_table(bc, [stages], [micro_batches], baselines, micro_batch, balance=balance)
                       .assign(calibration=i) for i, bc in enumerate(calibrations)], ignore_index=True)
+
+
+def paper_setting_ratios(calibrations: list[BlockCosts], s: dict) -> dict[str, list[float]]:
+    """The paper's setting of the scaling settings ``s`` (``paper_stages``, ``paper_micro_batches``,
+    ``paper_micro_batch``, ``baselines``), simulated once per calibration with ``bench pipeline``'s
+    cut: baseline -> local's samples/s over the baseline's, one ratio per calibration."""
+    t = paper_setting(calibrations, s["paper_stages"], s["paper_micro_batches"], s["baselines"], s["paper_micro_batch"])
+    return t.groupby("baseline", sort=False).ratio.apply(list).to_dict()
+
+
+def spread(ratios: dict[str, list[float]]) -> pd.DataFrame:
+    """Median, min and max of each baseline's ratios (:func:`paper_setting_ratios`)."""
+    return pd.DataFrame({b: pd.Series(v).agg(["median", "min", "max"]) for b, v in ratios.items()}).T
