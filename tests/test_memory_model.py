@@ -124,3 +124,40 @@ def test_the_committed_gpu_checks_read_back_and_their_worst_stages_are_the_large
             assert w["measured"] == max(r["cuda_measured"] for r in mine)
             assert w["predicted"] == max(r["peak_predicted"] for r in mine)
             assert w["ratio"] == w["predicted"] / w["measured"]
+
+
+def test_live_bytes_counts_new_storages_until_the_program_drops_them():
+    from paper_repro.simulate.memory import LiveBytes
+    a = torch.empty(1024, 256, device="meta")           # made outside: not counted
+    w = torch.empty(512, 64, device="meta", requires_grad=True)
+    w.grad = torch.zeros_like(w)                        # exists, as when pipelined backprop accumulates
+    live = LiveBytes()
+    with live:
+        b = a * 2
+        assert live.live == a.nbytes
+        a.add_(1)                                       # written in place: no new storage
+        assert live.live == a.nbytes
+        del b
+        c = a.view(-1)                                  # a view of an outside tensor: nothing new
+        live.sweep()
+        assert live.live == 0 and live.peak == a.nbytes
+        loss = (w * 3).sum()
+        live.sweep()
+        start, live.peak = live.live, live.live
+        loss.backward()
+        # the backward's only new storages: the seed gradient (one float) and w's new gradient,
+        # which is added into w.grad in place and dropped
+        assert live.peak - start == 4 + w.nbytes
+    assert c.numel() == a.numel()
+
+
+def test_stage_records_carry_the_passes_temporaries_in_their_peak():
+    cfg = PipelineConfig(model="resnet18", model_kwargs={"width": 8}, image_size=32, num_classes=10, stages=2,
+                         micro_batch=4, micro_batches=4).validate()
+    meta = MetaNet(cfg)
+    cut = methods.module_blocks("chunked-2", meta.blocks)
+    for schedule in ("local", "1f1b", "gpipe-recompute"):
+        for r in stage_memory(meta, schedule, 2, 4, 4, cut):
+            assert r["temporaries"] > 0
+            assert r["peak_bytes"] == (r["saved_for_backward"] + r["params"] + r["grads"] + r["optimizer"]
+                                       + r["buffers"] + r["temporaries"])

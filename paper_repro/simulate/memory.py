@@ -28,9 +28,11 @@ backward frees, that holds one more micro-batch's activations and one more copy 
 input for the rest of the run (``first_step_inference``; with checkpointing only the input,
 which it shares). The CPU records of GPipe and 1F1B match the sum within 0.1%. On top come parameters, gradients
 (one copy of each trainable parameter), optimizer state (Adam: two copies, SGD with momentum:
-one) and message buffers (pipelined backprop: a receive buffer per micro-batch in flight for
+one), message buffers (pipelined backprop: a receive buffer per micro-batch in flight for
 the input and for the output's gradient; local: two receive buffers for the input and
-``max_in_flight`` unreceived sends).
+``max_in_flight`` unreceived sends) and ``temporaries``: the most one micro-batch's forward or
+backward pass has alive above what it started or ended with (:class:`LiveBytes`; the largest of
+the processor's pieces).
 """
 from __future__ import annotations
 
@@ -38,6 +40,8 @@ import copy
 from dataclasses import dataclass
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from ..distributed import DTYPES, PipelineConfig, build_learner, data_spec
 from ..distributed.memory import SavedTensorMeter
@@ -60,6 +64,7 @@ class PieceBytes:
     input: int
     output: int
     params: int
+    temporaries: int = 0
 
 
 class MetaNet:
@@ -122,10 +127,40 @@ class MetaNet:
         saved_in, loss, out = self._run(mods, n, x, y, [*params, *buffers, y], head)
         saved_ex, _, _ = self._run(mods, n, x, y, [*params, *buffers, y, x], head)
         recompute, _, _ = self._run(mods, n, x, y, [*params, *buffers, x], False)
-        everything, _, _ = self._run(mods, n, x, y, params, head)
+        everything, temporaries = self._passes(mods, x, y, head, params)
         labels = _nbytes(y) if head else 0
         return PieceBytes(saved_in, saved_ex, recompute, loss, everything - saved_in - labels, labels,
-                          _nbytes(x), _nbytes(out), sum(_nbytes(p) for p in params))
+                          _nbytes(x), _nbytes(out), sum(_nbytes(p) for p in params), temporaries)
+
+    def _passes(self, mods, x, y, with_loss: bool, params) -> tuple[int, int]:
+        """One forward and backward of the piece: (the forward's peak saved bytes, parameters
+        excluded; the temporaries). Temporaries: bytes one micro-batch's forward or backward pass
+        needs above what is alive when the pass ends (forward) or starts (backward): outputs an op
+        frees once the next has used them, activation gradients, the input's gradient. Gradients
+        already exist, as when pipelined backprop accumulates (added in place; their own bytes are
+        counted apart)."""
+        grads = [p for p in params if p.requires_grad]
+        for q in grads:
+            q.grad = torch.zeros_like(q)
+        live, meter = LiveBytes(), MetaSavedTensorMeter(params)
+        try:
+            with live:
+                with meter:
+                    h = x
+                    for m in mods:
+                        h = m(h)
+                    out = self.net.loss(h, y) if with_loss else h
+                live.sweep()
+                forward = live.peak - live.live
+                grad = None if with_loss else torch.empty_like(out)
+                live.sweep()
+                live.peak = start = live.live
+                out.backward(grad)
+                backward = live.peak - start
+        finally:
+            for q in grads:
+                q.grad = None
+        return meter.peak, max(forward, backward)
 
     def _run(self, mods, n_blocks: int, x, y, exclude, with_loss: bool) -> tuple[int, int, torch.Tensor]:
         """(peak saved bytes, bytes the loss adds, the last block's output) of one forward."""
@@ -141,6 +176,44 @@ class MetaNet:
             added = meter.current - before
         del loss
         return meter.peak, added, out
+
+
+class LiveBytes(TorchDispatchMode):
+    """Bytes of the storages that operators create under it and that are still alive (``live``),
+    and their peak (``peak``). It holds each such storage and, after every operator, forgets those
+    it alone still holds (their use count is 1): freed by the program, whichever thread or
+    library dropped the last reference. Works on the meta device, where storages have sizes but
+    no memory."""
+
+    def __init__(self):
+        super().__init__()
+        self.live = self.peak = 0
+        self._held: dict = {}           # storage id -> (the storage, its bytes)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.sweep()
+        inputs = {t.untyped_storage()._cdata for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                storage = t.untyped_storage()
+                # new storages only: not a view of a known one, not an input written in place
+                if storage._cdata not in self._held and storage._cdata not in inputs:
+                    self._held[storage._cdata] = (storage, storage.nbytes())
+                    self.live += storage.nbytes()
+        self.peak = max(self.peak, self.live)
+        return out
+
+    def sweep(self) -> None:
+        """Forget the storages nothing but this meter holds any more."""
+        for key, (storage, n) in list(self._held.items()):
+            if torch._C._storage_Use_Count(storage._cdata) == 1:
+                del self._held[key]
+                self.live -= n
+
+    def __exit__(self, *exc):
+        self._held.clear()
+        return super().__exit__(*exc)
 
 
 def _nbytes(t: torch.Tensor) -> int:
@@ -186,7 +259,8 @@ def stage_memory(meta: MetaNet, schedule: str, stages: int, micro_batch: int, mi
     if local:
         for s, p in enumerate(pb):
             buffers = (2 * p.input if s > 0 else 0) + (max_in_flight * p.output if s < N - 1 else 0)
-            records.append(_record(p.saved_in + p.shared + p.labels, p.params, optimizer, buffers))
+            records.append(_record(p.saved_in + p.shared + p.labels, p.params, optimizer, buffers,
+                                   p.temporaries))
         return records
     order = torch_order(schedule, stages, M)
     if recompute:
@@ -207,11 +281,13 @@ def stage_memory(meta: MetaNet, schedule: str, stages: int, micro_batch: int, mi
             total += sum(pb[v].shared for v in mine)
             if first_step_inference and 0 in mine:
                 total += pb[0].saved_ex + M * pb[0].input
-        records.append(_record(total, sum(pb[v].params for v in mine), optimizer, buffers[r]))
+        records.append(_record(total, sum(pb[v].params for v in mine), optimizer, buffers[r],
+                               max(pb[v].temporaries for v in mine)))
     return records
 
 
-def _record(saved: float, params: int, optimizer: str, buffers: float) -> dict:
+def _record(saved: float, params: int, optimizer: str, buffers: float, temporaries: int) -> dict:
     opt = OPTIMIZER_COPIES[optimizer] * params
     return {"saved_for_backward": int(saved), "params": params, "grads": params, "optimizer": opt,
-            "buffers": int(buffers), "peak_bytes": int(saved + 2 * params + opt + buffers)}
+            "buffers": int(buffers), "temporaries": int(temporaries),
+            "peak_bytes": int(saved + 2 * params + opt + buffers + temporaries)}
