@@ -2,10 +2,14 @@
 
 Each stage of a schedule is *emulated* in this one process on ``--device``: the stage's blocks
 (and head) on real tensors, its micro-batches in the order torch's schedule runs them on that
-rank (:func:`.schedules.torch_order`; local: forward and backward of every micro-batch in turn,
-each input made when its forward starts, as if just received), an input tensor alive from a
-micro-batch's forward to its backward, an optimizer step at the end (local: after every
-micro-batch). Garbage from the stage emulated before is collected first. The second step is
+rank (:func:`.schedules.torch_order`; local: forward and backward of every micro-batch in turn),
+an optimizer step at the end (local: after every micro-batch). What a micro-batch holds follows
+the accounting: from its forward to its backward, a receive buffer for its input (made when its
+forward starts, as if just received), the stage's own copy of it, and (pipelined backprop, but
+the last stage) a buffer for its output's gradient; the first stage of pipelined backprop
+splits the whole step's batch and the last the step's labels, as torch's schedules do. (torch's
+``PipelineStage`` itself allocates a receive buffer for every micro-batch of the step at set-up,
+an implementation detail the accounting leaves out, like its first-step inference.) Garbage from the stage emulated before is collected first. The second step is
 measured:
 
 * always: the saved-for-backward peak (:class:`~paper_repro.distributed.memory.SavedTensorMeter`;
@@ -70,12 +74,13 @@ def emulate_stage(cfg: PipelineConfig, schedule: str, stage: int, cut: list[list
     order = [("F", i) for i in range(M)] if local else \
         [(a.kind, a.micro_batch) for a in torch_order(schedule, S, M).actions[stage]]
 
-    def inputs(shape, make):
-        # pipelined backprop splits the step's tensor into views (as torch does); local receives
-        # one micro-batch at a time, made when its forward starts
-        if local:
-            return _Lazy(lambda: make(B, *shape))
-        return make(M * B, *shape).split(B)
+    def inputs(shape, make, whole_step: bool):
+        # the first stage of pipelined backprop splits the step's batch into views (as torch's
+        # schedules do), the last its labels; any other stage receives one micro-batch at a
+        # time, into a buffer made when its forward starts
+        if whole_step and not local:
+            return make(M * B, *shape).split(B)
+        return _Lazy(lambda: make(B, *shape))
 
     # on CUDA: the running peak is read and reset around every optimizer step, so the step's own
     # temporaries (above what was allocated when it began) are measured apart
@@ -96,21 +101,25 @@ def emulate_stage(cfg: PipelineConfig, schedule: str, stage: int, cut: list[list
 
     def step():
         if h.is_floating_point():
-            xs = inputs(h.shape[1:], lambda *size: torch.randn(*size, device=device))
+            xs = inputs(h.shape[1:], lambda *size: torch.randn(*size, device=device), stage == 0)
         else:
-            xs = inputs(h.shape[1:], lambda *size: torch.randint(spec.num_classes, size, device=device))
-        ys = inputs(y0.shape[1:], lambda *size: torch.randint(spec.num_classes, size, device=device))
+            xs = inputs(h.shape[1:], lambda *size: torch.randint(spec.num_classes, size, device=device), stage == 0)
+        ys = inputs(y0.shape[1:], lambda *size: torch.randint(spec.num_classes, size, device=device), True)
         live = {}
         for kind, i in order:
             if kind == "F":
-                x = xs[i] if stage == 0 or not h.is_floating_point() else xs[i].clone().requires_grad_(not local)
+                # as the accounting counts it: a micro-batch in flight holds its receive buffer,
+                # the stage's own input (saved for backward) and a buffer for its output's gradient
+                buffer = xs[i]
+                x = buffer if stage == 0 or not h.is_floating_point() else buffer.clone().requires_grad_(not local)
                 out = module(x)
-                live[i] = (x, net.loss(out, ys[i]) if (last or local) else out)
+                grad = None if (last or local) else torch.randn_like(out)
+                live[i] = (buffer, x, net.loss(out, ys[i]) if (last or local) else out, grad)
                 if local:
                     kind = "B"
             if kind == "B":
-                x, out = live.pop(i)
-                out.backward() if out.dim() == 0 else out.backward(torch.randn_like(out))
+                buffer, x, out, grad = live.pop(i)
+                out.backward(grad)
                 if local:
                     optimizer_step()
         if not local:
