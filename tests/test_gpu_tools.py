@@ -56,6 +56,11 @@ def test_gpu_paper_setting_matches_a_direct_simulation_of_the_stored_calibration
     free = df[(df.input == "free") & (df.cut == "blocks")].set_index("baseline").ratio
     assert bc.data > 0 and (measured - free).abs().max() > 0.01
     assert gps.main(["--gpu", "nosuchgpu", "--out", str(tmp_path / "x")]) == 2
+    stages = gps.by_stages(gps.STORE, "h200")
+    heads = [line for line in stages if line.startswith("## ")]
+    assert len(heads) == 2 and "resnet" in heads[0] and "transformer" in heads[1]
+    rows = [line for line in stages if line.startswith("| ") and line[2].isdigit()]
+    assert len(rows) == len(s["ratio_stages"]["resnet"]) + len(s["ratio_stages"]["transformer"])
 
 
 def test_paper_setting_ratios_group_one_ratio_per_calibration_and_spread_summarises_them():

@@ -9,7 +9,8 @@ table of local's simulated samples/s over each pipelined-backprop baseline: ResN
 * with the input as measured (the first processor draws synthetic batches on the host and copies
   them, ``BlockCosts.data``/``concat``) and with the input free (prefetched, as a data loader with
   workers supplies it), since on a GPU the host-side draw is as long as a stage's compute;
-* at every micro-batch size calibrated (one calibration each; the first run at the paper's size).
+* at every micro-batch size calibrated (one calibration each; the first run at the paper's size);
+* against the number of processors, ResNet-34 and the Transformer, as notebook 08's figure.
 
 Needs no GPU: ``python tools/gpu_paper_setting.py --gpu h200 --out results/simulate/paper_setting_h200``
 """
@@ -24,7 +25,7 @@ import pandas as pd
 
 from paper_repro import settings
 from paper_repro.simulate.calibrate import BlockCosts
-from paper_repro.simulate.scaling import paper_setting
+from paper_repro.simulate.scaling import paper_setting, ratio_table
 
 STORE = Path(__file__).resolve().parents[1] / "results/simulate"
 
@@ -52,6 +53,31 @@ def table(files: dict[int, list[Path]]) -> pd.DataFrame:
                     rows += [{"micro_batch": B, "calibration": path.name, "input": inp, "cut": cut,
                               "baseline": r.baseline, "ratio": r.ratio} for r in t.itertuples()]
     return pd.DataFrame(rows)
+
+
+def by_stages(folder: Path, gpu: str) -> list[str]:
+    """Markdown lines: local / each baseline vs the number of processors, as notebook 08's figure
+    (micro-batch 8, ``stage_sweep_micro_batches`` per step, time-balanced cut), input free, once per
+    calibration of each model at the paper's micro-batch: median [min-max]."""
+    s = settings.scaling_settings("quick")
+    B = s["paper_micro_batch"]
+    lines = []
+    for key, stem in (("resnet", "calibration_resnet34_224"), ("transformer", "calibration_transformer64x256")):
+        paths = sorted(folder.glob(f"{stem}_{gpu}_mb{B}_run*.json"))
+        if not paths:
+            continue
+        t = pd.concat([ratio_table(BlockCosts.load(path).without_input(), s["ratio_stages"][key],
+                                   [s["stage_sweep_micro_batches"]], s["baselines"], B) for path in paths])
+        lines += ["", f"## {key}: by number of processors ({len(paths)} calibrations: median [min-max]; input "
+                      f"free, {s['stage_sweep_micro_batches']} micro-batches of {B} per step, time-balanced cut)", "",
+                  "| processors | " + " | ".join(f"local/{b}" for b in s["baselines"]) + " |",
+                  "|---|" + "---|" * len(s["baselines"])]
+        for S, part in t.groupby("stages"):
+            g = part.groupby("baseline").ratio
+            cells = [f"{g.median()[b]:.2f} [{g.min()[b]:.2f}-{g.max()[b]:.2f}]" if b in g.groups else "-"
+                     for b in s["baselines"]]
+            lines.append(f"| {S} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def markdown(df: pd.DataFrame, files: dict[int, list[Path]], command: str) -> str:
@@ -96,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     df = table(files)
     df.to_csv(f"{args.out}.csv", index=False)
     text = markdown(df, files, " ".join(["python", "tools/gpu_paper_setting.py", *(argv or sys.argv[1:])]))
+    text += "\n".join(by_stages(Path(args.folder), args.gpu)) + "\n"
     Path(f"{args.out}.md").write_text(text)
     print(text)
     return 0
