@@ -10,7 +10,8 @@
 # 3. per-block costs of ResNet-34 and the Transformer on this GPU (tools/gpu_calibrate.py);
 # 4. the self-check on cuda (python -m paper_repro.selfcheck; its notebook piece needs papermill
 #    and ipykernel: wheels in .whl/ are installed to /tmp/site first if there);
-# 5. notebook 08 in its full profile (measures its own costs on cuda).
+# 5. with two GPUs or more, the simulator against real CUDA pipelines (2 stages, ResNet-34);
+# 6. notebook 08 in its full profile (measures its own costs on cuda).
 # The most wanted come first, so a run cut short loses the least.
 #
 # Each step has its own time limit, so one that hangs costs only its share; after each step
@@ -46,6 +47,12 @@ step calibrate 150 python3 tools/gpu_calibrate.py --out "$W/calibrations"
 step selfcheck 170 python3 -m paper_repro.selfcheck --device cuda --json "$W/selfcheck.json" --time-limit 150
 step memory_s8_mb8 120 python3 tools/gpu_memory_check.py "${R34[@]}" --stages 8 --micro-batch 8 --out "$W/gpu_memory_check_s8_mb8.md"
 step memory_s4_mb32 90 python3 tools/gpu_memory_check.py "${R34[@]}" --stages 4 --micro-batch 32 --out "$W/gpu_memory_check_s4_mb32.md"
+# with two GPUs or more: the simulator against real CUDA pipelines (one stage per GPU)
+NGPU=$(python3 -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
+if [ "${NGPU:-0}" -ge 2 ]; then
+  step validate_cuda 300 python3 -m paper_repro simulate --device cuda --model resnet34 --image-size 224 \
+    --num-classes 1000 --stages 2 --micro-batch 8,32 --micro-batches 16 --repeats 3 --validate "$W/validation_cuda.md"
+fi
 step notebook08_full 150 python3 -m papermill notebooks/08_scaling.ipynb "$W/08_scaling_full.ipynb" -k python3 \
   --cwd notebooks -p profile full -p figures_dir "$W/figures"
 echo "failed steps: $failed"
