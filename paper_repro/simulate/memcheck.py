@@ -9,8 +9,8 @@ forward starts, as if just received), the stage's own copy of it, and (pipelined
 the last stage) a buffer for its output's gradient; the first stage of pipelined backprop
 splits the whole step's batch and the last the step's labels, as torch's schedules do. (torch's
 ``PipelineStage`` itself allocates a receive buffer for every micro-batch of the step at set-up,
-an implementation detail the accounting leaves out, like its first-step inference.) Garbage from the stage emulated before is collected first. The second step is
-measured:
+an implementation detail the accounting leaves out, like its first-step inference.) Garbage
+from the stage emulated before is collected first. The second step is measured:
 
 * always: the saved-for-backward peak (:class:`~paper_repro.distributed.memory.SavedTensorMeter`;
   with recomputation plus one micro-batch's saved bytes, which checkpointing hides from the
@@ -148,7 +148,7 @@ def emulate_stage(cfg: PipelineConfig, schedule: str, stage: int, cut: list[list
 
 
 class _Lazy:
-    """``lazy[i]``: a fresh tensor from ``make()`` each time (local's inputs, one per forward)."""
+    """``lazy[i]``: a fresh tensor from ``make()`` each time (an input received at its forward)."""
 
     def __init__(self, make):
         self.make = make
