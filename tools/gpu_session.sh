@@ -19,7 +19,7 @@
 # stopped early still returns what it did. Exit status: the number of failed steps.
 set -u
 OUT=${1:?usage: bash tools/gpu_session.sh OUTDIR}
-W=$(mktemp -d /tmp/gpu_session.XXXX)
+W=$(mktemp -d "${TMPDIR:-/tmp}/gpu_session.XXXX")
 mkdir -p "$OUT" "$W/figures"
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 failed=0
