@@ -44,6 +44,8 @@ import torch
 from . import bench, settings, train
 from .distributed import PipelineConfig
 from .distributed.bench import run_pipeline
+from .distributed.inputs import data_spec
+from .distributed.timing import chunk_split
 
 DEVICES = ("cpu", "cuda")
 PIECES = ("environment", "overhead", "pipeline", "baseline", "memory", "bf16", "notebook")
@@ -91,9 +93,10 @@ def overhead(device: str) -> dict:
 
 def pipeline_configs(device: str, stages: int) -> list[PipelineConfig]:
     """The local pipeline, and with 2+ stages the 1F1B-with-recomputation baseline, on an MLP
-    deep enough for one local module (two blocks) per stage, cut in equal FLOPs (no timing run)."""
+    deep enough for one local module (two blocks) per stage, cut by times measured on the device
+    (on a GPU, its first: the measured cut's own check)."""
     common = dict(model="mlp", model_kwargs=dict(depth=max(4, 2 * stages), width=1024), stages=stages,
-                  balance="flops",
+                  balance="time",
                   micro_batch=64, micro_batches=max(4, stages), steps=2, warmup_steps=1, device=device,
                   timeout=60.0, init_timeout=60.0)
     schedules = ["local"] + (["1f1b-recompute"] if stages >= 2 else [])
@@ -104,6 +107,9 @@ def pipeline(device: str) -> dict:
     stages = 2 if device == "cpu" else torch.cuda.device_count()
     records = run_pipeline(pipeline_configs(device, stages), timeout=240, progress=False)
     numbers = {"backend": "gloo" if device == "cpu" else "nccl", "stages": stages}
+    if stages < 2:      # one GPU runs one stage, which needs no cut: time a two-stage cut on it anyway
+        probe = pipeline_configs(device, 2)[0]
+        numbers["two_stage_cut_timed_on_device"] = chunk_split(probe, data_spec(probe)[1])
     for r in records:
         if not (r["samples_per_s"] and r["samples_per_s"] > 0):
             raise RuntimeError(f"schedule {r['schedule']}: no throughput measured ({r['samples_per_s']!r})")

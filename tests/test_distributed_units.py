@@ -358,3 +358,68 @@ def test_repeats_merge_into_medians_of_throughput_and_of_every_stages_phases():
     ddp = [dict(rec(sps, 1.0, 1.0), schedule="ddp", per_stage=[{"stage": 0, "window_s": sps}]) for sps in (5, 7, 6)]
     (untimed,) = report.median_records(ddp)        # DDP's stages time no phases
     assert untimed["samples_per_s"] == 6 and untimed["per_stage"] == [{"stage": 0, "window_s": 5}]
+
+
+def test_cuda_stage_processes_take_their_own_gpu_and_name_a_missing_one(monkeypatch):
+    from paper_repro.distributed import comm
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    chosen = []
+    monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
+    assert comm.cuda_device(1) == torch.device("cuda", 1) and chosen == [1]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(ValueError, match="LOCAL_RANK 1 takes cuda:1, but this process sees 1 GPU.*'3'"):
+        comm.cuda_device(1)
+
+
+def test_nccl_waits_block_and_time_out_like_gloos(monkeypatch):
+    """Before the process group exists, a CUDA stage asks for blocking NCCL waits (so that a
+    message wait fails after the timeout naming the peer), unless the user chose otherwise."""
+    from paper_repro.distributed import comm
+
+    class Stop(Exception):
+        pass
+
+    def stop(local_rank):
+        raise Stop
+    monkeypatch.setattr(comm, "cuda_device", stop)
+    for k, v in dict(RANK="0", WORLD_SIZE="2", LOCAL_RANK="0", MASTER_PORT="29999").items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("TORCH_NCCL_BLOCKING_WAIT", raising=False)
+    with pytest.raises(Stop):
+        comm.init("cuda")
+    assert comm.os.environ["TORCH_NCCL_BLOCKING_WAIT"] == "1"
+    monkeypatch.setenv("TORCH_NCCL_BLOCKING_WAIT", "0")
+    with pytest.raises(Stop):
+        comm.init("cuda")
+    assert comm.os.environ["TORCH_NCCL_BLOCKING_WAIT"] == "0"
+
+
+def test_settling_waits_for_the_compute_stream_only(monkeypatch):
+    """A stage waits for its own stream, never for the whole device: a receive pre-posted on
+    NCCL's stream would otherwise hold every micro-batch until the previous stage sends the next."""
+    from paper_repro.distributed import comm
+    waited = []
+
+    def whole_device(*a):
+        raise AssertionError("torch.cuda.synchronize waits for NCCL's streams too")
+    monkeypatch.setattr(torch.cuda, "synchronize", whole_device)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device: SimpleNamespace(
+        synchronize=lambda: waited.append(device)))
+    comm.settle(torch.device("cpu"))
+    assert waited == []
+    comm.settle(torch.device("cuda", 1))
+    assert waited == [torch.device("cuda", 1)]
+
+
+def test_a_gpu_runs_cut_is_timed_on_its_first_gpu(monkeypatch):
+    cpu = PipelineConfig(model="mlp", stages=2)
+    assert timing.timing_device(cpu) == torch.device("cpu") and timing.clock(torch.device("cpu")) is timing.time.perf_counter
+    import dataclasses
+    assert timing.timing_device(dataclasses.replace(cpu, device="cuda")) == torch.device("cuda", 0)
+    synced = []
+    monkeypatch.setattr(torch.cuda, "synchronize", synced.append)
+    now = timing.clock(torch.device("cuda", 0))
+    t0 = timing.time.perf_counter()
+    assert now() >= t0 and synced == [torch.device("cuda", 0)]     # the queued work first, then the time

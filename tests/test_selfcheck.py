@@ -113,3 +113,17 @@ def test_every_piece_gets_a_floor_of_time_while_time_is_left(monkeypatch):
     assert report["ok"]
     assert limits["environment"] >= selfcheck.MIN_PIECE_S > 40 * selfcheck.SHARE["environment"]
     assert limits["overhead"] <= 40
+
+
+def test_one_gpu_still_times_a_two_stage_cut_on_the_gpu(monkeypatch):
+    """With one GPU the pipeline runs as one stage, which needs no cut; the piece times a
+    two-stage cut on that GPU anyway, so a lent single GPU checks the measured cut too."""
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    ran, timed = [], []
+    monkeypatch.setattr(selfcheck, "run_pipeline", lambda configs, **kw: ran.extend(configs) or [
+        {"schedule": c.schedule, "samples_per_s": 1.0, "busy_fraction_per_stage": [1.0],
+         "memory_per_stage": [{}]} for c in configs])
+    monkeypatch.setattr(selfcheck, "chunk_split", lambda cfg, spec: timed.append(cfg) or [1])
+    numbers = selfcheck.pipeline("cuda")
+    assert [c.stages for c in ran] == [1] and numbers["two_stage_cut_timed_on_device"] == [1]
+    assert [(c.device, c.stages, c.balance) for c in timed] == [("cuda", 2, "time")]

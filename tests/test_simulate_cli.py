@@ -2,6 +2,7 @@
 import argparse
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -182,3 +183,29 @@ def test_validation_against_stored_runs_uses_their_cuts_and_settings():
 def test_paired_ratios_pair_repeat_by_repeat():
     assert validate.paired_ratios([10, 20, 30], [10, 10, 20]) == [1.0, 2.0, 1.5]
     assert validate.paired_ratios([10, 30], [20]) == [1.0]     # unpaired: ratio of the medians
+
+
+def test_memory_errors_compare_saved_bytes_on_cpu_and_the_allocators_peak_on_cuda():
+    acc = [{"saved_for_backward": 100, "peak_bytes": 1000}, {"saved_for_backward": 50, "peak_bytes": 600}]
+    cpu = [{"saved_for_backward": 100, "peak_bytes": 700, "method": "cpu: saved_tensors_hooks peak"},
+           {"saved_for_backward": 40, "peak_bytes": 300, "method": "cpu: saved_tensors_hooks peak"}]
+    saved, peak = validate.memory_errors(acc, cpu)
+    assert saved == pytest.approx(0.25) and math.isnan(peak)       # a CPU peak is itself an accounting
+    cuda = [{"saved_for_backward": 0, "peak_bytes": 800, "method": "cuda.max_memory_allocated"},
+            {"saved_for_backward": 0, "peak_bytes": 600, "method": "cuda.max_memory_allocated"}]
+    saved, peak = validate.memory_errors(acc, cuda)
+    assert math.isnan(saved) and peak == pytest.approx(0.25)
+
+
+def test_validation_of_gpu_records_reports_the_peak_instead_of_saved_bytes(tmp_path):
+    """GPU runs meter no saved tensors (the allocator measures the peak): the table compares peaks."""
+    records = [r for r in json.loads(open(ROOT / "results/pipeline/resnet18w16_chunked2_cpu2.json").read())
+               if r["micro_batch"] == 8 and r["schedule"] in ("local", "1f1b")]
+    for r in records:
+        r["memory_per_stage"] = [dict(m, saved_for_backward=0, method="cuda.max_memory_allocated")
+                                 for m in r["memory_per_stage"]]
+    df = validate.against(records, reps=1)
+    assert df.saved_bytes_max_rel_error.isna().all() and (df.peak_bytes_max_rel_error >= 0).all()
+    text = validate.write(df, tmp_path / "gpu.md", "note")[0].read_text()
+    assert "peak_bytes_max_rel_error" in text and "peak bytes against the allocator's" in text
+    assert "saved-for-backward bytes:" not in text

@@ -201,8 +201,7 @@ def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan
         t2 = time.perf_counter()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        if ctx.device.type == "cuda":
-            torch.cuda.synchronize(ctx.device)
+        comm.settle(ctx.device)
         t3 = time.perf_counter()
         t = {"data": data, "forward_backward": sum(st.compute_s for st in stages) + timer["loss_s"],
              "optimizer": t3 - t2, "gradient_allreduce": t2 - t1}

@@ -131,18 +131,18 @@ def init(device: str = "cpu", timeout: float = 300.0, heartbeat_timeout: float =
     local_rank = _env_int("LOCAL_RANK", rank)
     host, port = os.environ.get("MASTER_ADDR", "127.0.0.1"), _env_int("MASTER_PORT")
     agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "False") == "True"
+    if device == "cuda":
+        # a wait on an NCCL message then blocks, as gloo's does, and fails after ``timeout``
+        # naming the peer (by default NCCL's own watchdog would abort the process instead)
+        os.environ.setdefault("TORCH_NCCL_BLOCKING_WAIT", "1")
+        dev, backend = cuda_device(local_rank), "nccl"
+    else:
+        dev, backend = torch.device("cpu"), "gloo"
     td = datetime.timedelta(seconds=timeout)
     base = connect_store(host, port, rank, world, rank == 0 and not agent_store, init_timeout)
     base.set_timeout(datetime.timedelta(seconds=max(timeout, 300.0)))  # store reads (e.g. a measured split)
     run_id = f"{os.environ.get('TORCHELASTIC_RUN_ID', 'run')}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
     store = dist.PrefixStore(f"paper_repro/{run_id}/", base)
-    if device == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError("device 'cuda' requested but torch.cuda.is_available() is False")
-        torch.cuda.set_device(local_rank)
-        dev, backend = torch.device("cuda", local_rank), "nccl"
-    else:
-        dev, backend = torch.device("cpu"), "gloo"
     _wait_for_everyone(store, rank, world, f"{host}:{port}", init_timeout)
     try:  # the group's timeout is the message timeout; it also bounds connecting to the peers
         dist.init_process_group(backend, store=dist.PrefixStore("pg/", store), rank=rank, world_size=world,
@@ -156,6 +156,29 @@ def init(device: str = "cpu", timeout: float = 300.0, heartbeat_timeout: float =
     watchdog = Watchdog(rank, world, host, port, f"paper_repro/{run_id}/", heartbeat_timeout, timeout)
     watchdog.start()
     return Context(rank, world, local_rank, dev, backend, store, watchdog, timeout)
+
+
+def cuda_device(local_rank: int) -> torch.device:
+    """The GPU of the stage process with ``local_rank`` (``cuda:LOCAL_RANK``), made current."""
+    if not torch.cuda.is_available():
+        raise ValueError("device 'cuda' requested but torch.cuda.is_available() is False")
+    visible = torch.cuda.device_count()
+    if local_rank >= visible:
+        raise ValueError(f"the stage process with LOCAL_RANK {local_rank} takes cuda:{local_rank}, but this "
+                         f"process sees {visible} GPU(s) (CUDA_VISIBLE_DEVICES="
+                         f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')!r}): let every process of a node "
+                         "see all of the node's GPUs")
+    torch.cuda.set_device(local_rank)
+    return torch.device("cuda", local_rank)
+
+
+def settle(device: torch.device) -> None:
+    """Wait until this process's own computation on ``device`` has finished (nothing on a CPU).
+    Only the current stream is waited for: a receive already posted for the next micro-batch
+    runs on NCCL's stream and must not hold this one up (``torch.cuda.synchronize`` would wait
+    for it too, and with it for the sending stage)."""
+    if device.type == "cuda":
+        torch.cuda.current_stream(device).synchronize()
 
 
 def _wait_for_everyone(store: dist.Store, rank: int, world: int, where: str, seconds: float) -> None:

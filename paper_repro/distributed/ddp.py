@@ -10,7 +10,6 @@ import contextlib
 import inspect
 import time
 
-import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
@@ -61,8 +60,7 @@ def run_ddp(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec, 
                 loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        if ctx.device.type == "cuda":
-            torch.cuda.synchronize(ctx.device)
+        comm.settle(ctx.device)
         t1 = time.perf_counter()
         busy.append(t1 - t0)
         window.mark()

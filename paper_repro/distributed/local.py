@@ -154,8 +154,8 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
         if stepping:
             opt.step()
             opt.zero_grad(set_to_none=True)
-        if ctx.device.type == "cuda":
-            torch.cuda.synchronize(ctx.device)
+        if (i + 1) % cfg.micro_batches == 0:     # on a GPU, the step's work has finished
+            comm.settle(ctx.device)              # (once per step, as the baselines wait)
         t3 = time.perf_counter()
         t["optimizer"] = t3 - t2
         busy.append(t["data"] + t["forward_backward"] + t["optimizer"])
@@ -163,7 +163,8 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
         if i >= warm:
             for k, v in t.items():
                 phases[k] += v
-        ctx.progress()
+        if (i + 1) % cfg.micro_batches == 0:     # one store round trip per step, as the baselines
+            ctx.progress(cfg.micro_batches)
     if sender is not None:
         sender.flush()
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import json
 import os
 import sys
@@ -95,7 +96,8 @@ def run_one(ctx: comm.Context, cfg: PipelineConfig, where: Placement, index: int
     ds, spec, learner, infos, plan = prepare(cfg, ctx, key=f"split/{index}")
     grad_bytes = sum(p.numel() * p.element_size() for p in learner.net.parameters())
     s = where.stage
-    if ctx.device.type == "cuda":
+    if ctx.device.type == "cuda":     # the peak from here; what an earlier run left in cycles is freed first
+        gc.collect()
         torch.cuda.reset_peak_memory_stats(ctx.device)
     if cfg.schedule == "ddp":
         batches = micro_batches(cfg, ds, spec, cfg.seed + 1000 * s)
@@ -185,8 +187,8 @@ def summarize(cfg: PipelineConfig, plan, infos, spec, per_stage: list[dict], gra
 
 # ------------------------------------------------------------------------------ the worker
 def default_threads(device: str) -> int:
-    if device != "cpu":
-        return max(1, torch.get_num_threads())
+    """The cores of this node shared among its stage processes (on a GPU too: its CPU side draws
+    the input and launches the kernels, and S processes with every core each would contend)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, cores // int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1"))))
 

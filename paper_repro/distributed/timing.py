@@ -51,6 +51,22 @@ def send_seconds(t: torch.Tensor, reps: int = 3) -> float:
     return best
 
 
+def timing_device(cfg: PipelineConfig) -> torch.device:
+    """Where a measured cut is timed: the run's device (a GPU run is cut by times on its first GPU)."""
+    return torch.device("cuda", 0) if cfg.device == "cuda" else torch.device("cpu")
+
+
+def clock(device: torch.device):
+    """``time.perf_counter``, read once the work queued on ``device`` has finished."""
+    if device.type != "cuda":
+        return time.perf_counter
+
+    def now() -> float:
+        torch.cuda.synchronize(device)
+        return time.perf_counter()
+    return now
+
+
 def best_of_rounds(tasks: list, reps: int) -> list[tuple[float, ...]]:
     """Run every task (a callable returning a tuple of seconds) once per round, a warm-up round
     and then ``reps`` more, and keep each task's smallest value of each component. Going over
@@ -67,7 +83,8 @@ def best_of_rounds(tasks: list, reps: int) -> list[tuple[float, ...]]:
 
 def module_times(learner: methods.Learner, spec, cfg: PipelineConfig, reps: int = 5) -> dict[str, list[float]]:
     """What each local module costs its stage per micro-batch, measured on a copy of the learner
-    (nothing of it changes) with the stage processes' thread count, best of ``reps`` rounds after
+    (nothing of it changes) on the run's device (:func:`timing_device`) with the stage processes'
+    thread count, best of ``reps`` rounds after
     a warm-up round (:func:`best_of_rounds`):
 
     ``compute``: forward + backward of the module's blocks and head, plus its optimizer step
@@ -78,8 +95,10 @@ def module_times(learner: methods.Learner, spec, cfg: PipelineConfig, reps: int 
     and loss (forward + backward); ``input_grad``: what the module's backward costs more when
     its input needs a gradient (as a block inside a chunk does; the first block of a local
     module, whose input is detached, does not pay it)."""
-    work = copy.deepcopy(learner)
-    x, y = next(synthetic_batches(cfg, spec, torch.Generator().manual_seed(cfg.seed)))
+    device = timing_device(cfg)
+    now = clock(device)
+    work = copy.deepcopy(learner).to(device)
+    x, y = (t.to(device) for t in next(synthetic_batches(cfg, spec, torch.Generator().manual_seed(cfg.seed))))
     with torch.no_grad():
         runs = list(work.run_modules(x, y))
     outs = [runs[m].outputs[work.module_blocks[m][-1]] for m in range(work.num_modules)]
@@ -88,20 +107,20 @@ def module_times(learner: methods.Learner, spec, cfg: PipelineConfig, reps: int 
     def task(m: int):
         def measure() -> tuple[float, float, float, float]:
             h = outs[m].detach().requires_grad_(True)
-            t0 = time.perf_counter()
+            t0 = now()
             work.net.loss(work.heads[m](h), y).backward()      # the head alone
-            t1 = time.perf_counter()
+            t1 = now()
             _, loss = work.module_loss(m, runs[m].h_in, y)     # the whole module
             loss.backward()
-            t2 = time.perf_counter()
+            t2 = now()
             opts[m].step()
             opts[m].zero_grad(set_to_none=True)
-            t3 = time.perf_counter()
+            t3 = now()
             h_in = runs[m].h_in.detach()                        # token ids take no gradient
             _, loss = work.module_loss(m, h_in.requires_grad_(True) if h_in.is_floating_point() else h_in, y)
             loss.backward()                                    # the same, with the input gradient
             opts[m].zero_grad(set_to_none=True)
-            return t1 - t0, t2 - t1, t3 - t2, time.perf_counter() - t3
+            return t1 - t0, t2 - t1, t3 - t2, now() - t3
         return measure
 
     threads = torch.get_num_threads()
@@ -186,9 +205,10 @@ def block_times(learner: methods.Learner, spec, cfg: PipelineConfig, reps: int =
     like :func:`module_times`: ``compute`` = forward + backward of the block (the last one with
     the net's head and loss) plus its share of the optimizer step (one per ``micro_batches``);
     ``send`` = its output forward and that output's gradient back."""
-    work = copy.deepcopy(learner)
-    net = work.net
-    x, y = next(synthetic_batches(cfg, spec, torch.Generator().manual_seed(cfg.seed)))
+    device = timing_device(cfg)
+    now = clock(device)
+    net = copy.deepcopy(learner.net).to(device)
+    x, y = (t.to(device) for t in next(synthetic_batches(cfg, spec, torch.Generator().manual_seed(cfg.seed))))
     with torch.no_grad():
         inputs, outs, h = [], [], x
         for block in net.blocks:
@@ -203,17 +223,17 @@ def block_times(learner: methods.Learner, spec, cfg: PipelineConfig, reps: int =
 
         def measure() -> tuple[float, float]:
             h_in = inputs[b].detach().requires_grad_(inputs[b].is_floating_point())
-            t0 = time.perf_counter()
+            t0 = now()
             out = net.blocks[b](h_in)
             if b == last:
                 net.loss(net.head(out), y).backward()
             else:
                 out.backward(torch.ones_like(out))
-            t1 = time.perf_counter()
+            t1 = now()
             if opt is not None:
                 opt.step()
                 opt.zero_grad(set_to_none=True)
-            return t1 - t0, time.perf_counter() - t1
+            return t1 - t0, now() - t1
         return measure
 
     threads = torch.get_num_threads()

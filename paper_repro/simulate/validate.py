@@ -29,6 +29,7 @@ from ..distributed import PipelineConfig
 from ..distributed.bench import run_pipeline
 from ..distributed.config import CPU_MALLOC_ENV
 from ..distributed.report import median_records
+from ..hardware import hardware_label
 from .calibrate import measure
 from .costs import fresh_share, schedule_costs
 from .engine import Link, simulate
@@ -116,14 +117,13 @@ def against(records: list[dict], reps: int = 3, link: Link | None = None, replay
         sim = simulate(schedule, costs, M, B, link=link, steps=base.steps, warmup_steps=base.warmup_steps,
                        update_every=every, max_in_flight=r.get("max_in_flight", base.max_in_flight))
         mem = stage_memory(metas[key], schedule, S, B, M, cut, base.optimizer, base.max_in_flight)
-        measured = [m["saved_for_backward"] for m in r["memory_per_stage"]]
-        mem_err = max(abs(m["saved_for_backward"] / x - 1) for m, x in zip(mem, measured) if x)
+        saved_err, peak_err = memory_errors(mem, r["memory_per_stage"])
         rows.append({"model": r["model"], "stages": S, "micro_batch": B, "schedule": schedule,
                      "measured_samples_per_s": r["samples_per_s"], "simulated_samples_per_s": sim.samples_per_s,
                      "measured_runs": r.get("samples_per_s_runs", [r["samples_per_s"]]),
                      "measured_busy": _mean(r.get("busy_fraction_per_stage")),
                      "simulated_busy": _mean(sim.busy_per_stage),
-                     "saved_bytes_max_rel_error": mem_err})
+                     "saved_bytes_max_rel_error": saved_err, "peak_bytes_max_rel_error": peak_err})
     df = pd.DataFrame(rows)
     keys = ["stages", "micro_batch"]
     ref = df[df.schedule == "1f1b"].set_index(keys)
@@ -141,6 +141,18 @@ def against(records: list[dict], reps: int = 3, link: Link | None = None, replay
     df.attrs["skipped"] = skipped
     df.attrs["malloc_env"] = sorted({json.dumps(r.get("malloc_env"), sort_keys=True) for r in records})
     return df
+
+
+def memory_errors(accounted: list[dict], measured: list[dict]) -> tuple[float, float]:
+    """Largest relative error over the stages of (saved-for-backward bytes, peak bytes), the
+    accounting against a record's ``memory_per_stage``. Saved bytes are metered on CPU runs only
+    (NaN when no stage has them); peaks are compared only where the device's allocator measured
+    them (CUDA; NaN otherwise: a CPU record's peak is itself an accounting)."""
+    saved = [abs(a["saved_for_backward"] / m["saved_for_backward"] - 1)
+             for a, m in zip(accounted, measured) if m.get("saved_for_backward")]
+    peak = [abs(a["peak_bytes"] / m["peak_bytes"] - 1) for a, m in zip(accounted, measured)
+            if str(m.get("method", "")).startswith("cuda") and m.get("peak_bytes")]
+    return (max(saved) if saved else float("nan")), (max(peak) if peak else float("nan"))
 
 
 def record_job(r: dict) -> Job:
@@ -242,11 +254,14 @@ def table_link(runs: str | Path) -> Link:
     return Link(float(found[1]) * 1e-6, float(found[2]) * 1e9)
 
 
-def machine_note() -> str:
+def machine_note(device: str = "cpu") -> str:
+    """The hardware, torch and the load average; on ``cuda`` the GPUs first."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     load_s = f"1/5/15-min load average {load[0]:.2f}/{load[1]:.2f}/{load[2]:.2f}" if load else "load unknown"
-    return f"CPU x{cores} ({platform.machine()}), torch {torch.__version__}, {load_s}"
+    gpus = (f"{torch.cuda.device_count()} x {hardware_label('cuda')} (CUDA {torch.version.cuda}) with "
+            if device == "cuda" and torch.cuda.is_available() else "")
+    return f"{gpus}CPU x{cores} ({platform.machine()}), torch {torch.__version__}, {load_s}"
 
 
 def write(df: pd.DataFrame, path: str | Path, note: str) -> tuple[Path, Path]:
@@ -259,14 +274,19 @@ def write(df: pd.DataFrame, path: str | Path, note: str) -> tuple[Path, Path]:
             "measured_ratio_vs_1f1b", "measured_ratio_min", "measured_ratio_max", "simulated_ratio_vs_1f1b",
             "ratio_rel_error", "within_15pct", "within_repeats", "measured_busy", "simulated_busy",
             "saved_bytes_max_rel_error"]
+    if "peak_bytes_max_rel_error" in df and df.peak_bytes_max_rel_error.notna().any():
+        cols.append("peak_bytes_max_rel_error")          # runs on a GPU: its allocator's peak
     lines = ["# Simulator vs real runs", "", note, "",
              "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in df[cols].itertuples(index=False):
         lines.append("| " + " | ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row) + " |")
     worst = df.ratio_rel_error.abs().max()
     rows = df[df.schedule != "1f1b"]      # 1F1B's own ratio is 1 by construction
-    lines += ["", f"Largest error of a throughput ratio to 1F1B: {worst:.1%}; largest error of a stage's "
-              f"saved-for-backward bytes: {df.saved_bytes_max_rel_error.max():.2%}.",
+    memory = [f"largest error of a stage's {what}: {df[col].max():.2%}"
+              for what, col in (("saved-for-backward bytes", "saved_bytes_max_rel_error"),
+                                ("peak bytes against the allocator's", "peak_bytes_max_rel_error"))
+              if col in df and df[col].notna().any()]
+    lines += ["", f"Largest error of a throughput ratio to 1F1B: {worst:.1%}" + "".join(f"; {m}" for m in memory) + ".",
               f"Ratios to 1F1B (1F1B's own rows left out): {int(rows.within_15pct.sum())} of {len(rows)} within "
               f"{TOLERANCE:.0%} of the measured median (median error {rows.ratio_rel_error.abs().median():.1%}); "
               f"{int(rows.within_repeats.sum())} of {len(rows)} inside the range of the paired repeats' ratios "
@@ -285,7 +305,7 @@ def validate(args, schedules: list[str]) -> int:
                           steps=args.steps, warmup_steps=args.warmup_steps, update_every=args.update_every,
                           max_in_flight=args.max_in_flight, optimizer=args.optimizer, dtype=args.dtype,
                           device=args.device, threads=args.threads).validate()
-    before = machine_note()
+    before = machine_note(args.device)
     t0 = time.time()
     durations = {"replay_rounds": getattr(args, "replay", 0), "in_situ": getattr(args, "in_situ", False),
                  "coupled": getattr(args, "coupled", False)}        # where the stage times come from
