@@ -373,27 +373,52 @@ def test_cuda_stage_processes_take_their_own_gpu_and_name_a_missing_one(monkeypa
         comm.cuda_device(1)
 
 
-def test_nccl_waits_block_and_time_out_like_gloos(monkeypatch):
-    """Before the process group exists, a CUDA stage asks for blocking NCCL waits (so that a
-    message wait fails after the timeout naming the peer), unless the user chose otherwise."""
+def test_our_messages_poll_their_completion_where_the_backends_wait_returns_at_once():
+    """NCCL's wait returns before the message has gone through: with ``poll_timeout`` the host
+    polls completion itself, so the sender's bound holds and a silent peer is named in time."""
+    from paper_repro.distributed import messages
+
+    class Work:
+        def __init__(self, done_after: int):
+            self.polls, self.done_after, self.waited = 0, done_after, False
+
+        def is_completed(self):
+            self.polls += 1
+            return self.polls > self.done_after
+
+        def wait(self):
+            self.waited = True
+
+    work = Work(done_after=3)
+    messages._wait(work, "receiving activations from stage 0", poll_timeout=5.0)
+    assert work.polls == 4 and work.waited
+    never = Work(done_after=10**9)
+    with pytest.raises(RuntimeError, match="receiving activations from stage 0 failed: not done after 0.05 s"):
+        messages._wait(never, "receiving activations from stage 0", poll_timeout=0.05)
+    gloo = Work(done_after=10**9)
+    messages._wait(gloo, "sending to stage 1")           # no poll_timeout: the backend's wait blocks
+    assert gloo.polls == 0 and gloo.waited
+    from paper_repro.distributed.comm import Context
+    ctx = lambda device: Context(0, 2, 0, torch.device(device), "", None, None, 42.0)  # noqa: E731
+    assert ctx("cpu").poll_timeout is None and ctx("cuda").poll_timeout == 42.0
+
+
+def test_a_missing_gpu_stops_the_other_stages_at_once(monkeypatch):
+    """The stage that finds no GPU of its own records why before the others wait to meet it."""
     from paper_repro.distributed import comm
+    reported = []
+    monkeypatch.setattr(comm, "connect_store", lambda *a: SimpleNamespace(set_timeout=lambda t: None))
+    monkeypatch.setattr(comm.dist, "PrefixStore", lambda prefix, store: store)
+    monkeypatch.setattr(comm, "report_failure", lambda store, message: reported.append(message))
 
-    class Stop(Exception):
-        pass
-
-    def stop(local_rank):
-        raise Stop
-    monkeypatch.setattr(comm, "cuda_device", stop)
-    for k, v in dict(RANK="0", WORLD_SIZE="2", LOCAL_RANK="0", MASTER_PORT="29999").items():
+    def no_gpu(local_rank):
+        raise ValueError(f"LOCAL_RANK {local_rank} takes cuda:{local_rank}, but this process sees 1 GPU(s)")
+    monkeypatch.setattr(comm, "cuda_device", no_gpu)
+    for k, v in dict(RANK="1", WORLD_SIZE="2", LOCAL_RANK="1", MASTER_PORT="29999").items():
         monkeypatch.setenv(k, v)
-    monkeypatch.delenv("TORCH_NCCL_BLOCKING_WAIT", raising=False)
-    with pytest.raises(Stop):
+    with pytest.raises(ValueError, match="sees 1 GPU"):
         comm.init("cuda")
-    assert comm.os.environ["TORCH_NCCL_BLOCKING_WAIT"] == "1"
-    monkeypatch.setenv("TORCH_NCCL_BLOCKING_WAIT", "0")
-    with pytest.raises(Stop):
-        comm.init("cuda")
-    assert comm.os.environ["TORCH_NCCL_BLOCKING_WAIT"] == "0"
+    assert reported == ["stage 1 failed: LOCAL_RANK 1 takes cuda:1, but this process sees 1 GPU(s)"]
 
 
 def test_settling_waits_for_the_compute_stream_only(monkeypatch):
@@ -423,3 +448,43 @@ def test_a_gpu_runs_cut_is_timed_on_its_first_gpu(monkeypatch):
     now = timing.clock(torch.device("cuda", 0))
     t0 = timing.time.perf_counter()
     assert now() >= t0 and synced == [torch.device("cuda", 0)]     # the queued work first, then the time
+
+
+def test_stopwatch_times_the_host_on_cpu_and_the_stream_on_gpu():
+    from paper_repro.distributed.stopwatch import Stopwatch
+    watch = Stopwatch(torch.device("cpu"))
+    with watch.phase("forward"):
+        sum(range(10000))
+    mark = watch.start()
+    watch.stop("forward", mark)
+    times = watch.read()
+    assert list(times) == ["forward"] and times["forward"] > 0 and watch.read() == {}
+
+    clock = itertools.count(start=0, step=5)          # each recorded event: 5 ms after the last
+
+    class Event:
+        def record(self):
+            self.at = next(clock)
+
+        def elapsed_time(self, later):                # milliseconds, as CUDA events give them
+            return later.at - self.at
+
+    watch = Stopwatch(torch.device("cuda", 0), event=Event)
+    with watch.phase("forward"):                      # events at 0 and 5 ms
+        pass
+    mark = watch.start()                              # 10 ms
+    with watch.phase("send"):                         # 15 and 20 ms
+        pass
+    watch.stop("forward", mark)                       # 25 ms: 15 ms more of forward
+    assert watch.read() == {"forward": pytest.approx(0.020), "send": pytest.approx(0.005)}
+    assert watch.read() == {}                         # read once, then from zero again
+
+
+def test_a_cut_measured_apart_is_the_cut_measured_here():
+    """GPU runs measure their cut in a short-lived process (the launcher keeps no CUDA context);
+    the plan that comes back is the one this process makes."""
+    from paper_repro.distributed.bench import measured_cut
+    cfg = PipelineConfig(model="mlp", model_kwargs={"depth": 4, "width": 16}, image_size=4, stages=2,
+                         balance="flops", schedule="1f1b")
+    here = measured_cut(cfg)
+    assert here == measured_cut(cfg, apart=True) == (None, [1], None)      # two chunks of two blocks

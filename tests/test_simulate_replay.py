@@ -1,5 +1,6 @@
 """Replays: every stage's compute of a real run, in its schedule's order, in one process per stage."""
 import os
+import warnings
 
 import pytest
 
@@ -106,6 +107,10 @@ def test_in_situ_times_split_each_stages_measured_phases_as_the_calibration_does
     with pytest.warns(UserWarning, match="CUDA run"):
         gpu = in_situ_times({**record, "device": "cuda"}, calibrated, recompute=False)
     assert [(t.forward, t.backward) for t in gpu] == [(1.0, 2.0), (2.0, 4.0)]
+    evented = [{**st, "phase_clock": "CUDA events on the compute stream"} for st in drew["per_stage"]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")               # phases timed on the GPU's stream: no warning
+        in_situ_times({**drew, "device": "cuda", "per_stage": evented}, calibrated, recompute=False)
 
 
 def test_coupled_replays_wait_for_their_neighbours_and_finish():

@@ -37,6 +37,7 @@ from .local import Window, maybe_fail
 from .memory import SavedTensorMeter, peak_memory, saved_bytes_of, state_bytes
 from .replicas import Placement, average_gradients
 from .split import stage_blocks, stage_indices
+from .stopwatch import Stopwatch
 
 LABEL_TAG = 100  # labels travel on their own tag, apart from the pipelining engine's messages
 SCHEDULE_CLASSES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved-1f1b": ScheduleInterleaved1F1B,
@@ -65,21 +66,14 @@ class StageModule(nn.Module):
 
 
 class CountingStage(PipelineStage):
-    """A ``PipelineStage`` that counts the bytes it sends and times its compute (``times``:
-    seconds in forwards and in backwards, the weight-gradient halves and any re-forward
-    included, since the last :meth:`reset_times`)."""
+    """A ``PipelineStage`` that counts the bytes it sends and times its compute on ``watch``
+    (phases ``forward`` and ``backward``; the weight-gradient halves and any re-forward are
+    backward and forward time)."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, watch: Stopwatch, **kwargs):
         super().__init__(*args, **kwargs)
         self.sent = {"activations": 0, "gradients": 0}
-        self.reset_times()
-
-    def reset_times(self) -> None:
-        self.times = {"forward": 0.0, "backward": 0.0}
-
-    @property
-    def compute_s(self) -> float:
-        return self.times["forward"] + self.times["backward"]
+        self.watch = watch
 
     def get_fwd_send_ops(self, fwd_chunk_id):
         ops = super().get_fwd_send_ops(fwd_chunk_id)
@@ -92,25 +86,16 @@ class CountingStage(PipelineStage):
         return ops
 
     def forward_one_chunk(self, *args, **kwargs):
-        t0 = time.perf_counter()
-        try:
+        with self.watch.phase("forward"):
             return super().forward_one_chunk(*args, **kwargs)
-        finally:
-            self.times["forward"] += time.perf_counter() - t0
 
     def backward_one_chunk(self, *args, **kwargs):
-        t0 = time.perf_counter()
-        try:
+        with self.watch.phase("backward"):
             return super().backward_one_chunk(*args, **kwargs)
-        finally:
-            self.times["backward"] += time.perf_counter() - t0
 
     def backward_weight_one_chunk(self, *args, **kwargs):
-        t0 = time.perf_counter()
-        try:
+        with self.watch.phase("backward"):
             return super().backward_weight_one_chunk(*args, **kwargs)
-        finally:
-            self.times["backward"] += time.perf_counter() - t0
 
 
 def _step_batches(cfg: PipelineConfig, batches, device, count: int):
@@ -144,14 +129,13 @@ def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan
                            recompute=recompute).to(ctx.device) for v in mine]
     params = [p for m in modules for p in m.parameters()]
     opt = make_optimizer(cfg, params)
-    stages = [CountingStage(m, v, total, ctx.device, group=where.pipeline_group) for m, v in zip(modules, mine)]
-    timer = {"loss_s": 0.0}
+    watch = Stopwatch(ctx.device)
+    stages = [CountingStage(m, v, total, ctx.device, group=where.pipeline_group, watch=watch)
+              for m, v in zip(modules, mine)]
 
     def loss_fn(logits, y):
-        t0 = time.perf_counter()
-        loss = net.loss(logits, y)
-        timer["loss_s"] += time.perf_counter() - t0
-        return loss
+        with watch.phase("loss"):
+            return net.loss(logits, y)
 
     name = cfg.schedule.removesuffix("-recompute")
     schedule = SCHEDULE_CLASSES[name](stages if cfg.schedule in MULTI_STAGE else stages[0], M, loss_fn=loss_fn)
@@ -160,10 +144,11 @@ def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan
     lshape, ldtype = label_info(spec)
     labels_out = labels_in = None
     if has_first and not has_last:
-        labels_out = comm.Sender(where.rank_of(last_rank), 2, tag_base=LABEL_TAG)
+        labels_out = comm.Sender(where.rank_of(last_rank), 2, tag_base=LABEL_TAG, poll_timeout=ctx.poll_timeout)
     if has_last and not has_first:
         labels_in = comm.Receiver(where.rank_of(0), {"labels": ((M * B, *lshape), ldtype)}, ctx.device,
-                                  cfg.warmup_steps + cfg.steps, tag_base=LABEL_TAG, prepost=False)
+                                  cfg.warmup_steps + cfg.steps, tag_base=LABEL_TAG, prepost=False,
+                                  poll_timeout=ctx.poll_timeout)
 
     on_cpu = ctx.device.type == "cpu"
     extra_saved = 0
@@ -180,16 +165,11 @@ def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan
     window = Window(cfg.warmup_steps)
     for step in range(cfg.warmup_steps + cfg.steps):
         maybe_fail(cfg, ctx.rank, step * M)
-        t0 = time.perf_counter()
-        for st in stages:
-            st.reset_times()
-        timer["loss_s"] = 0.0
-        data = 0.0
         with meter:
             args, kwargs = [], {}
             if has_first:
-                x, y = _step_batches(cfg, batches, ctx.device, M)
-                data = time.perf_counter() - t0
+                with watch.phase("data"):
+                    x, y = _step_batches(cfg, batches, ctx.device, M)
                 if labels_out is not None:
                     labels_out.send({"labels": y})
                 args = [x]
@@ -199,19 +179,20 @@ def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan
         t1 = time.perf_counter()
         allreduce_bytes += average_gradients(params, where)
         t2 = time.perf_counter()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        comm.settle(ctx.device)
-        t3 = time.perf_counter()
-        t = {"data": data, "forward_backward": sum(st.compute_s for st in stages) + timer["loss_s"],
-             "optimizer": t3 - t2, "gradient_allreduce": t2 - t1}
+        with watch.phase("optimizer"):
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        comm.settle(ctx.device)                    # on a GPU, the step's work has finished
+        w = {"data": 0.0, "forward": 0.0, "backward": 0.0, "loss": 0.0, "optimizer": 0.0, **watch.read()}
+        t = {"data": w["data"], "forward_backward": w["forward"] + w["backward"] + w["loss"],
+             "optimizer": w["optimizer"], "gradient_allreduce": t2 - t1}
         busy.append(t["data"] + t["forward_backward"] + t["optimizer"])
         window.mark()
         if step >= cfg.warmup_steps:
             for k, v in t.items():
                 phases[k] += v
-            split["forward"] += sum(st.times["forward"] for st in stages) + timer["loss_s"]
-            split["backward"] += sum(st.times["backward"] for st in stages)
+            split["forward"] += w["forward"] + w["loss"]
+            split["backward"] += w["backward"]
         ctx.progress(M)
     if labels_out is not None:
         labels_out.flush()
@@ -223,6 +204,7 @@ def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan
     stats.update({
         "samples_timed": cfg.steps * M * B,
         "phases_s": phases,
+        "phase_clock": watch.clock,
         "compute_split_s": split,
         "sent_bytes": sent,
         "received_bytes": dict(labels_in.bytes) if labels_in else {},

@@ -12,7 +12,9 @@ models too large for the machine at hand.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import multiprocessing
 
 from .launch import check_gpus, launch
 from .run import prepare, timed_update_every
@@ -43,13 +45,28 @@ def run_pipeline(configs: PipelineConfig | list[PipelineConfig], *, timeout: flo
                cfg.dtype, cfg.image_size, cfg.dataset, cfg.micro_batch, timed_update_every(cfg), cfg.optimizer,
                str(cfg.block_split), multi and cfg.micro_batches, multi)
         if key not in cuts:
-            probe = dataclasses.replace(cfg)
-            plan = prepare(probe)[4]
-            cuts[key] = (probe.method, [mods[0] for mods in plan.modules[1:]], probe.block_split)
+            cuts[key] = measured_cut(cfg)
         # measured cuts are fixed here, once, so that every process and every repeat uses the same one
         method, split, blocks = cuts[key]
         resolved.append(dataclasses.replace(cfg, method=method, split=split, block_split=blocks))
     return launch(resolved, timeout=timeout, progress=progress, **launch_kwargs)
+
+
+def _cut(cfg: PipelineConfig) -> tuple:
+    probe = dataclasses.replace(cfg)
+    plan = prepare(probe)[4]
+    return probe.method, [mods[0] for mods in plan.modules[1:]], probe.block_split
+
+
+def measured_cut(cfg: PipelineConfig, apart: bool | None = None) -> tuple:
+    """``(method, split, block_split)`` of ``cfg``'s stage plan, its cut measured on ``cfg``'s
+    device. A GPU's cut is measured ``apart``, in a short-lived process: the launcher itself
+    then holds no CUDA context, whose memory (and, where a GPU admits one process, the GPU
+    itself) the first stage needs."""
+    if not (cfg.device == "cuda" if apart is None else apart):
+        return _cut(cfg)
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_cut, cfg).result()
 
 
 def comm_only(configs: PipelineConfig | list[PipelineConfig]) -> list[dict]:

@@ -62,6 +62,12 @@ class Context:
     watchdog: "Watchdog"
     timeout: float
 
+    @property
+    def poll_timeout(self) -> float | None:
+        """For our own messages: on CUDA the host polls their completion for at most the message
+        timeout (NCCL's wait returns at once; see :mod:`.messages`); gloo's wait blocks by itself."""
+        return self.timeout if self.device.type == "cuda" else None
+
     def progress(self, n: int = 1) -> None:
         """Tell the launcher's progress bar that ``n`` more micro-batches are done (rank 0 only)."""
         if self.rank == 0:
@@ -131,18 +137,19 @@ def init(device: str = "cpu", timeout: float = 300.0, heartbeat_timeout: float =
     local_rank = _env_int("LOCAL_RANK", rank)
     host, port = os.environ.get("MASTER_ADDR", "127.0.0.1"), _env_int("MASTER_PORT")
     agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "False") == "True"
-    if device == "cuda":
-        # a wait on an NCCL message then blocks, as gloo's does, and fails after ``timeout``
-        # naming the peer (by default NCCL's own watchdog would abort the process instead)
-        os.environ.setdefault("TORCH_NCCL_BLOCKING_WAIT", "1")
-        dev, backend = cuda_device(local_rank), "nccl"
-    else:
-        dev, backend = torch.device("cpu"), "gloo"
     td = datetime.timedelta(seconds=timeout)
     base = connect_store(host, port, rank, world, rank == 0 and not agent_store, init_timeout)
     base.set_timeout(datetime.timedelta(seconds=max(timeout, 300.0)))  # store reads (e.g. a measured split)
     run_id = f"{os.environ.get('TORCHELASTIC_RUN_ID', 'run')}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
     store = dist.PrefixStore(f"paper_repro/{run_id}/", base)
+    if device == "cuda":
+        try:
+            dev, backend = cuda_device(local_rank), "nccl"
+        except ValueError as err:       # the other stages stop at once instead of waiting to meet
+            report_failure(store, f"stage {rank} failed: {err}")
+            raise
+    else:
+        dev, backend = torch.device("cpu"), "gloo"
     _wait_for_everyone(store, rank, world, f"{host}:{port}", init_timeout)
     try:  # the group's timeout is the message timeout; it also bounds connecting to the peers
         dist.init_process_group(backend, store=dist.PrefixStore("pg/", store), rank=rank, world_size=world,
@@ -153,6 +160,8 @@ def init(device: str = "cpu", timeout: float = 300.0, heartbeat_timeout: float =
         raise StartupError(f"stage {rank} (rank {rank} of world size {world}) could not set up the {backend} "
                            f"process group with its peers (rendezvous {host}:{port}) within {timeout:g} s: "
                            f"{_first_line(err)}") from None
+    if backend == "nccl":   # NCCL connects lazily; meeting once now makes every rank's connection
+        dist.barrier(device_ids=[local_rank])      # to the whole group before any schedule needs it
     watchdog = Watchdog(rank, world, host, port, f"paper_repro/{run_id}/", heartbeat_timeout, timeout)
     watchdog.start()
     return Context(rank, world, local_rank, dev, backend, store, watchdog, timeout)

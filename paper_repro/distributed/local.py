@@ -40,6 +40,7 @@ from .config import PipelineConfig, parse_fault
 from .inputs import label_info
 from .memory import SavedTensorMeter, peak_memory, state_bytes
 from .replicas import Placement
+from .stopwatch import Stopwatch
 
 try:
     import resource         # page-fault counts; not on every platform
@@ -102,8 +103,10 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
     if s > 0:
         info = infos[plan.send_blocks[s - 1]]
         receiver = comm.Receiver(where.rank_of(s - 1), {"activations": ((B, *info.shape), info.dtype),
-                                         "labels": ((B, *lshape), ldtype)}, ctx.device, total)
-    sender = comm.Sender(where.rank_of(s + 1), cfg.max_in_flight) if s < S - 1 else None
+                                         "labels": ((B, *lshape), ldtype)}, ctx.device, total,
+                                 poll_timeout=ctx.poll_timeout)
+    sender = (comm.Sender(where.rank_of(s + 1), cfg.max_in_flight, poll_timeout=ctx.poll_timeout)
+              if s < S - 1 else None)
     send_block = plan.send_blocks[s] if s < S - 1 else None
     ddp = None
     if cfg.dp > 1:
@@ -114,56 +117,62 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
 
     warm = cfg.warmup_steps * cfg.micro_batches
     phases = dict.fromkeys(("data", "forward_backward", "optimizer", "send_blocked", "recv_wait"), 0.0)
+    waits = dict.fromkeys(("send_blocked", "recv_wait"), 0.0)      # this step's, on the host
     busy, losses = [], []
     scale = 1.0 / cfg.update_every
-    window = Window(warm)
+    window = Window(cfg.warmup_steps)
+    watch = Stopwatch(ctx.device)
+
+    def send(out, y) -> None:      # the forward's span ends here; waiting to send is not compute
+        waited = sender.wait_time
+        sender.send({"activations": out, "labels": y})
+        waits["send_blocked"] += sender.wait_time - waited
+
     for i in range(total):
         maybe_fail(cfg, ctx.rank, i)
-        t = {"recv_wait": 0.0, "send_blocked": 0.0}
-        t0 = time.perf_counter()
         if receiver is None:
-            x, y = next(batches)
-            x, y = x.to(ctx.device), y.to(ctx.device)
+            with watch.phase("data"):
+                x, y = next(batches)
+                x, y = x.to(ctx.device), y.to(ctx.device)
         else:
+            t0 = time.perf_counter()
             msg = receiver.recv()
             x, y = msg["activations"], msg["labels"]
-            t["recv_wait"] = time.perf_counter() - t0
-        t1 = time.perf_counter()
-        t["data"] = t1 - t0 - t["recv_wait"]
+            waits["recv_wait"] += time.perf_counter() - t0
         stepping = (i + 1) % cfg.update_every == 0
+        mark = watch.start()
         with meter:
             if ddp is not None:
                 with contextlib.nullcontext() if stepping else ddp.no_sync():
                     total_loss, loss, out = ddp(x, y)
                     if sender is not None:
-                        waited = sender.wait_time
-                        sender.send({"activations": out, "labels": y})
-                        t["send_blocked"] += sender.wait_time - waited
+                        watch.stop("forward_backward", mark)
+                        send(out, y)
+                        mark = watch.start()
                     (total_loss * scale if cfg.update_every > 1 else total_loss).backward()
             else:
                 for run in learner.run_modules(x, y, mods[0], mods[-1] + 1):
                     loss = run.loss
                     if sender is not None and send_block in run.outputs:
-                        waited = sender.wait_time
-                        sender.send({"activations": run.outputs[send_block], "labels": y})
-                        t["send_blocked"] += sender.wait_time - waited
+                        watch.stop("forward_backward", mark)
+                        send(run.outputs[send_block], y)
+                        mark = watch.start()
                     (loss * scale if cfg.update_every > 1 else loss).backward()
         losses.append(loss.detach())
-        t2 = time.perf_counter()
-        t["forward_backward"] = t2 - t1 - t["send_blocked"]
+        watch.stop("forward_backward", mark)
         if stepping:
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        if (i + 1) % cfg.micro_batches == 0:     # on a GPU, the step's work has finished
-            comm.settle(ctx.device)              # (once per step, as the baselines wait)
-        t3 = time.perf_counter()
-        t["optimizer"] = t3 - t2
-        busy.append(t["data"] + t["forward_backward"] + t["optimizer"])
-        window.mark()
-        if i >= warm:
-            for k, v in t.items():
-                phases[k] += v
-        if (i + 1) % cfg.micro_batches == 0:     # one store round trip per step, as the baselines
+            with watch.phase("optimizer"):
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        if (i + 1) % cfg.micro_batches == 0:     # a step ends: on a GPU, once its work has finished
+            comm.settle(ctx.device)
+            t = {**dict.fromkeys(("data", "forward_backward", "optimizer"), 0.0), **watch.read(), **waits}
+            busy.append(t["data"] + t["forward_backward"] + t["optimizer"])
+            window.mark()
+            if i >= warm:
+                for k, v in t.items():
+                    phases[k] += v
+            waits.update(dict.fromkeys(waits, 0.0))
             ctx.progress(cfg.micro_batches)
     if sender is not None:
         sender.flush()
@@ -172,6 +181,7 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
     stats.update({
         "samples_timed": (total - warm) * B,
         "phases_s": phases,
+        "phase_clock": watch.clock,
         "sent_bytes": dict(sender.bytes) if sender else {},
         "received_bytes": dict(receiver.bytes) if receiver else {},
         "memory": peak_memory(ctx.device, getattr(meter, "peak", 0), 0, state_bytes(params, opt)),

@@ -1,6 +1,12 @@
 """Counted point-to-point messages between stages: non-blocking sends with a bound on how
 many are outstanding (back-pressure), pre-posted receives, and the bytes of every tensor sent
-or received. Every wait is bounded by the process group's timeout and fails naming the peer."""
+or received. Every wait is bounded by the process group's timeout and fails naming the peer.
+
+gloo's ``wait`` blocks the host until the message has gone through. NCCL's only orders the
+GPU's stream after it and returns at once, so there (``poll_timeout`` given) the host polls the
+message's completion itself, for at most that long: the sender's bound then holds, a receive
+wait is a real wait, and a peer that never answers is named. Only these messages poll; the
+process group keeps NCCL's defaults, so torch's own schedules wait as they always do."""
 from __future__ import annotations
 
 import collections
@@ -14,8 +20,15 @@ def nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
-def _wait(work, what: str) -> None:
-    """``work.wait()`` (bounded by the process group's timeout) with an error naming the peer."""
+def _wait(work, what: str, poll_timeout: float | None = None) -> None:
+    """``work.wait()`` (bounded by the process group's timeout) with an error naming the peer;
+    with ``poll_timeout``, first poll on the host until the message has completed."""
+    if poll_timeout is not None:
+        deadline = time.monotonic() + poll_timeout
+        while not work.is_completed():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{what} failed: not done after {poll_timeout:g} s (the message timeout)")
+            time.sleep(0)           # let the other threads (the heartbeat) run
     try:
         work.wait()
     except RuntimeError as err:
@@ -28,8 +41,9 @@ class Sender:
     gloo completes a send when the receiver has taken it, so the bound is back-pressure: the
     sender runs at most ``max_in_flight`` micro-batches ahead of its receiver."""
 
-    def __init__(self, dst: int, max_in_flight: int = 2, tag_base: int = 0):
+    def __init__(self, dst: int, max_in_flight: int = 2, tag_base: int = 0, poll_timeout: float | None = None):
         self.dst, self.max_in_flight, self.tag_base = dst, max_in_flight, tag_base
+        self.poll_timeout = poll_timeout
         self.pending: collections.deque = collections.deque()
         self.bytes = collections.Counter()
         self.wait_time = 0.0
@@ -48,7 +62,7 @@ class Sender:
     def _wait_oldest(self) -> None:
         t0 = time.perf_counter()
         for work, _ in self.pending.popleft():
-            _wait(work, f"sending to stage {self.dst}")
+            _wait(work, f"sending to stage {self.dst}", self.poll_timeout)
         self.wait_time += time.perf_counter() - t0
 
     def flush(self) -> None:
@@ -63,9 +77,9 @@ class Receiver:
     (the baselines' labels) must not pre-post."""
 
     def __init__(self, src: int, specs: dict[str, tuple[tuple, torch.dtype]], device: torch.device,
-                 count: int, tag_base: int = 0, prepost: bool = True):
+                 count: int, tag_base: int = 0, prepost: bool = True, poll_timeout: float | None = None):
         self.src, self.specs, self.device, self.remaining = src, specs, device, count
-        self.tag_base, self.prepost = tag_base, prepost
+        self.tag_base, self.prepost, self.poll_timeout = tag_base, prepost, poll_timeout
         self.bytes = collections.Counter()
         self.wait_time = 0.0
         self.posted = self._post() if count > 0 and prepost else None
@@ -86,7 +100,7 @@ class Receiver:
         if current is None:
             raise RuntimeError(f"Receiver: no message left to receive from stage {self.src}")
         for name, (work, buf) in current.items():
-            _wait(work, f"receiving {name} from stage {self.src}")
+            _wait(work, f"receiving {name} from stage {self.src}", self.poll_timeout)
             self.bytes[name] += nbytes(buf)
         self.wait_time += time.perf_counter() - t0
         if self.prepost:

@@ -179,14 +179,15 @@ def in_situ_times(record: dict, calibrated, recompute: bool) -> list[StageTimes]
     """Each stage's mean forward, backward and optimizer step in a ``bench pipeline`` run, from its
     timed phases (and the first stage's input drawing, per micro-batch); the forward+backward is
     split between the two as the run measured it (``compute_split_s``), or else as the
-    calibration splits it. On CUDA the phases time kernel launches between synchronizations, so
-    the split between forward+backward and optimizer is approximate there (a warning says so)."""
-    if record.get("device") == "cuda":
-        warnings.warn("in-situ durations of a CUDA run: its per-stage phases time kernel launches, "
-                      "synchronized once per micro-batch or step, so the forward+backward / optimizer "
-                      "split is approximate (their sum is not)", stacklevel=2)
+    calibration splits it. CUDA runs time their phases with CUDA events (``phase_clock``); older
+    CUDA records timed kernel launches on the host, so their split between forward+backward and
+    optimizer is approximate (a warning says so)."""
     per_stage = record["per_stage"]
     per_stage = ast.literal_eval(per_stage) if isinstance(per_stage, str) else per_stage
+    if record.get("device") == "cuda" and not all("CUDA events" in st.get("phase_clock", "") for st in per_stage):
+        warnings.warn("in-situ durations of a CUDA run whose phases were timed on the host: they time kernel "
+                      "launches, synchronized once per micro-batch or step, so the forward+backward / "
+                      "optimizer split is approximate (their sum is not)", stacklevel=2)
     n = record["steps"] * record["micro_batches"]
     opt_steps = record["steps"] * (record.get("optimizer_steps_per_step") or 1)
     out = []

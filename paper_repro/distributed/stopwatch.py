@@ -1,0 +1,65 @@
+"""Time in a stage's phases (data, forward, backward, optimizer), the same way on every device.
+
+On a CPU a phase takes the wall-clock time between its start and its stop. On a GPU the host only
+queues the work, so host time measures kernel launches; there each start and stop records a CUDA
+event on the current stream, and a phase takes the time the stream spent between its two events:
+the device's own time for the work the phase queued. Events are read at :meth:`Stopwatch.read`,
+once the stream has finished them (after :func:`.comm.settle`, once per step), so timing never
+makes the host wait mid-step.
+
+Waiting for a message is timed on the host, as before: that wait is what the phases leave out.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import time
+from typing import Callable
+
+import torch
+
+
+class Stopwatch:
+    """Seconds per phase name since the last :meth:`read`; see the module's docstring."""
+
+    def __init__(self, device: torch.device, event: Callable[[], object] | None = None):
+        self.on_stream = device.type == "cuda"
+        self.clock = "CUDA events on the compute stream" if self.on_stream else "host wall clock"
+        self._event = event or (lambda: torch.cuda.Event(enable_timing=True))
+        self._pending: list[tuple[str, object, object]] = []
+        self._totals: collections.defaultdict[str, float] = collections.defaultdict(float)
+
+    def start(self):
+        """A mark to hand to :meth:`stop`: the time now, or an event recorded on the stream."""
+        if not self.on_stream:
+            return time.perf_counter()
+        event = self._event()
+        event.record()
+        return event
+
+    def stop(self, name: str, mark) -> None:
+        """Add the time since ``mark`` to phase ``name``."""
+        if not self.on_stream:
+            self._totals[name] += time.perf_counter() - mark
+            return
+        event = self._event()
+        event.record()
+        self._pending.append((name, mark, event))
+
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        mark = self.start()
+        try:
+            yield
+        finally:
+            self.stop(name, mark)
+
+    def read(self) -> dict[str, float]:
+        """Seconds per phase since the last read, and start again from zero. On a GPU the
+        stream must have finished the recorded work (:func:`.comm.settle`)."""
+        for name, begin, end in self._pending:
+            self._totals[name] += begin.elapsed_time(end) / 1e3       # milliseconds
+        self._pending.clear()
+        totals = dict(self._totals)
+        self._totals.clear()
+        return totals
