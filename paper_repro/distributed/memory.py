@@ -1,7 +1,9 @@
 """Peak memory of one stage.
 
 CUDA: ``torch.cuda.max_memory_allocated`` over the whole run (everything the caching allocator
-handed out: activations, parameters, gradients, optimizer state, communication buffers).
+handed out: activations, parameters, gradients, optimizer state, the tensors messages are sent
+from and received into). NCCL's own staging buffers and the CUDA context live outside the
+allocator and are not counted.
 
 CPU has no allocator statistics, so the CPU figure is a model of what dominates:
 
