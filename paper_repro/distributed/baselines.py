@@ -20,7 +20,6 @@ The labels go from stage 0 to the last stage once per step (counted as forward b
 from __future__ import annotations
 
 import contextlib
-import time
 
 import torch
 import torch.nn as nn
@@ -67,8 +66,8 @@ class StageModule(nn.Module):
 
 class CountingStage(PipelineStage):
     """A ``PipelineStage`` that counts the bytes it sends and times its compute on ``watch``
-    (phases ``forward`` and ``backward``; the weight-gradient halves and any re-forward are
-    backward and forward time)."""
+    (phases ``forward`` and ``backward``; the weight-gradient halves, and the re-forward of
+    recomputation, which runs inside the backward, are backward time)."""
 
     def __init__(self, *args, watch: Stopwatch, **kwargs):
         super().__init__(*args, **kwargs)
@@ -176,16 +175,16 @@ def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan
             if has_last:
                 kwargs = {"target": y if has_first else labels_in.recv()["labels"], "losses": []}
             schedule.step(*args, **kwargs)
-        t1 = time.perf_counter()
-        allreduce_bytes += average_gradients(params, where)
-        t2 = time.perf_counter()
+        with watch.phase("gradient_allreduce"):
+            allreduce_bytes += average_gradients(params, where)
         with watch.phase("optimizer"):
             opt.step()
             opt.zero_grad(set_to_none=True)
         comm.settle(ctx.device)                    # on a GPU, the step's work has finished
-        w = {"data": 0.0, "forward": 0.0, "backward": 0.0, "loss": 0.0, "optimizer": 0.0, **watch.read()}
+        w = {"data": 0.0, "forward": 0.0, "backward": 0.0, "loss": 0.0, "optimizer": 0.0,
+             "gradient_allreduce": 0.0, **watch.read()}
         t = {"data": w["data"], "forward_backward": w["forward"] + w["backward"] + w["loss"],
-             "optimizer": w["optimizer"], "gradient_allreduce": t2 - t1}
+             "optimizer": w["optimizer"], "gradient_allreduce": w["gradient_allreduce"]}
         busy.append(t["data"] + t["forward_backward"] + t["optimizer"])
         window.mark()
         if step >= cfg.warmup_steps:

@@ -63,10 +63,14 @@ def measured_cut(cfg: PipelineConfig, apart: bool | None = None) -> tuple:
     device. A GPU's cut is measured ``apart``, in a short-lived process: the launcher itself
     then holds no CUDA context, whose memory (and, where a GPU admits one process, the GPU
     itself) the first stage needs."""
-    if not (cfg.device == "cuda" if apart is None else apart):
+    if not (cfg.device == "cuda" and cfg.balance == "time" if apart is None else apart):
         return _cut(cfg)
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(_cut, cfg).result()
+        try:
+            return pool.submit(_cut, cfg).result()
+        except concurrent.futures.process.BrokenProcessPool as err:
+            raise RuntimeError(f"the process measuring the stage cut of model {cfg.model!r} on {cfg.device} "
+                               f"died before answering ({err})") from None
 
 
 def comm_only(configs: PipelineConfig | list[PipelineConfig]) -> list[dict]:

@@ -40,6 +40,7 @@ from .messages import Receiver, Sender, nbytes  # noqa: F401  (re-exported: the 
 EXIT_FAILED = 1
 EXIT_PEER_FAILED = 3
 ABORT_KEY = "abort"
+NCCL_MARGIN_S = 60.0
 
 
 class StartupError(RuntimeError):
@@ -137,7 +138,10 @@ def init(device: str = "cpu", timeout: float = 300.0, heartbeat_timeout: float =
     local_rank = _env_int("LOCAL_RANK", rank)
     host, port = os.environ.get("MASTER_ADDR", "127.0.0.1"), _env_int("MASTER_PORT")
     agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "False") == "True"
-    td = datetime.timedelta(seconds=timeout)
+    # NCCL's own watchdog times a message from when it was posted, the host's poll from when it is
+    # needed (a receive is posted one micro-batch ahead): its limit sits a margin above the
+    # message timeout, so that the poll, which names the peer, fires first
+    td = datetime.timedelta(seconds=timeout + (NCCL_MARGIN_S if device == "cuda" else 0.0))
     base = connect_store(host, port, rank, world, rank == 0 and not agent_store, init_timeout)
     base.set_timeout(datetime.timedelta(seconds=max(timeout, 300.0)))  # store reads (e.g. a measured split)
     run_id = f"{os.environ.get('TORCHELASTIC_RUN_ID', 'run')}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
@@ -160,10 +164,10 @@ def init(device: str = "cpu", timeout: float = 300.0, heartbeat_timeout: float =
         raise StartupError(f"stage {rank} (rank {rank} of world size {world}) could not set up the {backend} "
                            f"process group with its peers (rendezvous {host}:{port}) within {timeout:g} s: "
                            f"{_first_line(err)}") from None
-    if backend == "nccl":   # NCCL connects lazily; meeting once now makes every rank's connection
-        dist.barrier(device_ids=[local_rank])      # to the whole group before any schedule needs it
     watchdog = Watchdog(rank, world, host, port, f"paper_repro/{run_id}/", heartbeat_timeout, timeout)
     watchdog.start()
+    if backend == "nccl":   # NCCL builds the whole group's communicator lazily, at its first use by
+        dist.barrier(device_ids=[local_rank])      # every rank; torch's batched sends need it: build it now
     return Context(rank, world, local_rank, dev, backend, store, watchdog, timeout)
 
 

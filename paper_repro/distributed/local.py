@@ -123,10 +123,15 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
     window = Window(cfg.warmup_steps)
     watch = Stopwatch(ctx.device)
 
-    def send(out, y) -> None:      # the forward's span ends here; waiting to send is not compute
+    def send(out, y, mark):
+        """Send; the forward's span pauses while the host waits for room (that is not compute)."""
+        watch.stop("forward_backward", mark)
         waited = sender.wait_time
-        sender.send({"activations": out, "labels": y})
+        sender.make_room()
         waits["send_blocked"] += sender.wait_time - waited
+        mark = watch.start()
+        sender.send({"activations": out, "labels": y})
+        return mark
 
     for i in range(total):
         maybe_fail(cfg, ctx.rank, i)
@@ -146,17 +151,13 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
                 with contextlib.nullcontext() if stepping else ddp.no_sync():
                     total_loss, loss, out = ddp(x, y)
                     if sender is not None:
-                        watch.stop("forward_backward", mark)
-                        send(out, y)
-                        mark = watch.start()
+                        mark = send(out, y, mark)
                     (total_loss * scale if cfg.update_every > 1 else total_loss).backward()
             else:
                 for run in learner.run_modules(x, y, mods[0], mods[-1] + 1):
                     loss = run.loss
                     if sender is not None and send_block in run.outputs:
-                        watch.stop("forward_backward", mark)
-                        send(run.outputs[send_block], y)
-                        mark = watch.start()
+                        mark = send(run.outputs[send_block], y, mark)
                     (loss * scale if cfg.update_every > 1 else loss).backward()
         losses.append(loss.detach())
         watch.stop("forward_backward", mark)

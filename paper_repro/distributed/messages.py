@@ -16,6 +16,9 @@ import torch
 import torch.distributed as dist
 
 
+SPIN_S = 0.002      # polling a message: how long to spin before sleeping between polls
+
+
 def nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
@@ -24,11 +27,14 @@ def _wait(work, what: str, poll_timeout: float | None = None) -> None:
     """``work.wait()`` (bounded by the process group's timeout) with an error naming the peer;
     with ``poll_timeout``, first poll on the host until the message has completed."""
     if poll_timeout is not None:
-        deadline = time.monotonic() + poll_timeout
+        start = time.monotonic()
         while not work.is_completed():
-            if time.monotonic() > deadline:
+            waited = time.monotonic() - start
+            if waited > poll_timeout:
                 raise RuntimeError(f"{what} failed: not done after {poll_timeout:g} s (the message timeout)")
-            time.sleep(0)           # let the other threads (the heartbeat) run
+            # a short wait is answered at once; a long one (a pipeline bubble) sleeps in 0.1 ms
+            # steps instead of keeping a core busy. Either lets the heartbeat thread run.
+            time.sleep(0 if waited < SPIN_S else 1e-4)
     try:
         work.wait()
     except RuntimeError as err:
@@ -48,10 +54,15 @@ class Sender:
         self.bytes = collections.Counter()
         self.wait_time = 0.0
 
-    def send(self, tensors: dict[str, torch.Tensor]) -> None:
-        """Send each tensor (in order, tag = position); ``tensors`` keys name the byte counters."""
+    def make_room(self) -> None:
+        """Wait until fewer than ``max_in_flight`` messages are outstanding (:meth:`send` does
+        this first; a caller that times its sends apart from their waits calls it before)."""
         while len(self.pending) >= self.max_in_flight:
             self._wait_oldest()
+
+    def send(self, tensors: dict[str, torch.Tensor]) -> None:
+        """Send each tensor (in order, tag = position); ``tensors`` keys name the byte counters."""
+        self.make_room()
         works = []
         for tag, (name, t) in enumerate(tensors.items()):
             t = t.detach().contiguous()

@@ -7,7 +7,9 @@ the device's own time for the work the phase queued. Events are read at :meth:`S
 once the stream has finished them (after :func:`.comm.settle`, once per step), so timing never
 makes the host wait mid-step.
 
-Waiting for a message is timed on the host, as before: that wait is what the phases leave out.
+Waiting for a message is timed on the host: that wait is what the phases leave out. On a GPU
+such a wait can include the stage's own queued work, since NCCL orders a message after the work
+queued before it was posted.
 """
 from __future__ import annotations
 
