@@ -50,8 +50,11 @@ step memory_s4_mb32 90 python3 tools/gpu_memory_check.py "${R34[@]}" --stages 4 
 # with two GPUs or more: the simulator against real CUDA pipelines (one stage per GPU)
 NGPU=$(python3 -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
 if [ "${NGPU:-0}" -ge 2 ]; then
+  # the schedules and settings of the CPU validation (docs/simulate.md), on ResNet-34 at 224 px
   step validate_cuda 300 python3 -m paper_repro simulate --device cuda --model resnet34 --image-size 224 \
-    --num-classes 1000 --stages 2 --micro-batch 8,32 --micro-batches 16 --repeats 3 --validate "$W/validation_cuda.md"
+    --num-classes 1000 --stages 2 --micro-batch 8,32 --micro-batches 16 --steps 3 --warmup-steps 1 \
+    --optimizer adam --repeats 3 --schedule local,local-per-step,gpipe,1f1b,1f1b-recompute \
+    --validate "$W/validation_cuda.md"
 fi
 step notebook08_full 150 python3 -m papermill notebooks/08_scaling.ipynb "$W/08_scaling_full.ipynb" -k python3 \
   --cwd notebooks -p profile full -p figures_dir "$W/figures"
