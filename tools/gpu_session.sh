@@ -10,7 +10,8 @@
 # 3. per-block costs of ResNet-34 and the Transformer on this GPU (tools/gpu_calibrate.py);
 # 4. the self-check on cuda (python -m paper_repro.selfcheck; its notebook piece needs papermill
 #    and ipykernel: wheels in .whl/ are installed to /tmp/site first if there);
-# 5. with two GPUs or more, the simulator against real CUDA pipelines (2 stages, ResNet-34);
+# 5. with two GPUs or more, the simulator against real CUDA pipelines (2 stages, ResNet-34), calibrated
+#    and with the runs' own durations;
 # 6. notebook 08 in its full profile (measures its own costs on cuda).
 # The most wanted come first, so a run cut short loses the least.
 #
@@ -55,6 +56,9 @@ if [ "${NGPU:-0}" -ge 2 ]; then
     --num-classes 1000 --stages 2 --micro-batch 8,32 --micro-batches 16 --steps 3 --warmup-steps 1 \
     --optimizer adam --repeats 3 --schedule local,local-per-step,gpipe,1f1b,1f1b-recompute \
     --validate "$W/validation_cuda.md"
+  # the same runs with each stage's own durations (timed with CUDA events): the engine alone
+  step validate_cuda_insitu 120 python3 -m paper_repro simulate --device cuda --stages 2 --in-situ \
+    --validate "$W/validation_cuda_insitu.md" --validate-against "$W/validation_cuda.runs.json"
 fi
 step notebook08_full 150 python3 -m papermill notebooks/08_scaling.ipynb "$W/08_scaling_full.ipynb" -k python3 \
   --cwd notebooks -p profile full -p figures_dir "$W/figures"
