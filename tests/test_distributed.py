@@ -322,3 +322,21 @@ def backprop_reference_concatenated(cfg: PipelineConfig):
             opt.zero_grad(set_to_none=True)
         return learner
     return _single_thread(run)
+
+
+def test_the_gpus_event_timing_runs_through_real_pipelines(monkeypatch):
+    """The stages time their phases the GPU's way (events, read once per step) with host-clock
+    stand-ins: every phase of the local pipeline and of 1F1B is read, and adds up within the window."""
+    from paper_repro.distributed.stopwatch import CLOCK_ENV
+    monkeypatch.setenv(CLOCK_ENV, "events")
+    cfgs = [PipelineConfig(schedule=s, stages=2, balance="flops", **MODELS["mlp"], **{**SMALL, "steps": 2})
+            for s in ("local", "1f1b")]
+    for r in run_pipeline(cfgs, progress=False):
+        for st in r["per_stage"]:
+            assert st["phase_clock"] == "host events (stand-in for CUDA events)"
+            compute = sum(st["phases_s"][k] for k in ("data", "forward_backward", "optimizer"))
+            assert st["phases_s"]["forward_backward"] > 0 and st["phases_s"]["optimizer"] > 0
+            assert 0 < compute <= st["window_s"] and st["busy_fraction"] == pytest.approx(compute / st["window_s"])
+        if r["schedule"] == "1f1b":
+            for st in r["per_stage"]:
+                assert sum(st["compute_split_s"].values()) == pytest.approx(st["phases_s"]["forward_backward"])

@@ -10,24 +10,48 @@ makes the host wait mid-step.
 Waiting for a message is timed on the host: that wait is what the phases leave out. On a GPU
 such a wait can include the stage's own queued work, since NCCL orders a message after the work
 queued before it was posted.
+
+``PAPER_REPRO_PHASE_CLOCK=events`` makes a CPU run take the event path too, with events that
+read the host's clock (:class:`HostEvent`): the tests run the GPU's way of timing through real
+pipelines without a GPU.
 """
 from __future__ import annotations
 
 import collections
 import contextlib
+import os
 import time
 from typing import Callable
 
 import torch
+
+CLOCK_ENV = "PAPER_REPRO_PHASE_CLOCK"
+
+
+class HostEvent:
+    """``torch.cuda.Event``'s two methods, on the host's clock."""
+
+    def record(self) -> None:
+        self.at = time.perf_counter()
+
+    def elapsed_time(self, end: "HostEvent") -> float:
+        return (end.at - self.at) * 1e3          # milliseconds, as CUDA events give them
 
 
 class Stopwatch:
     """Seconds per phase name since the last :meth:`read`; see the module's docstring."""
 
     def __init__(self, device: torch.device, event: Callable[[], object] | None = None):
-        self.on_stream = device.type == "cuda"
-        self.clock = "CUDA events on the compute stream" if self.on_stream else "host wall clock"
-        self._event = event or (lambda: torch.cuda.Event(enable_timing=True))
+        cuda = device.type == "cuda"
+        stand_in = not cuda and (event is not None or os.environ.get(CLOCK_ENV) == "events")
+        self.on_stream = cuda or stand_in
+        if cuda:
+            self.clock = "CUDA events on the compute stream"
+        else:
+            self.clock = "host events (stand-in for CUDA events)" if stand_in else "host wall clock"
+        if event is None:
+            event = (lambda: torch.cuda.Event(enable_timing=True)) if cuda else HostEvent
+        self._event = event
         self._pending: list[tuple[str, object, object]] = []
         self._totals: collections.defaultdict[str, float] = collections.defaultdict(float)
 
