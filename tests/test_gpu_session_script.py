@@ -84,7 +84,7 @@ def test_every_step_parses_with_the_real_programs_and_one_failure_does_not_stop_
     rc, commands, packed = run_script(tmp_path, gpus=2, parse=True, fail="gpu_calibrate.py")
     ran = steps(packed)
     expected = ["environment", "memory_s4_mb8", "calibrate", "selfcheck", "memory_s8_mb8", "memory_s4_mb32",
-                "validate_cuda", "validate_cuda_insitu", "notebook08_full"]
+                "validate_cuda", "link_cuda", "validate_cuda_insitu", "notebook08_full"]
     assert [s for s in ran if s != "wheels"] == expected, packed["steps.log"]
     failed = {s for s, code in ran.items() if code != 0}
     assert failed == {"calibrate"} and ran["calibrate"] == 3, {s: packed.get(f"{s}.log") for s in failed}

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 
 from paper_repro import cli, cliargs, distributed
 from paper_repro.cli import main
@@ -128,6 +129,14 @@ def test_link_is_measured_between_two_processes():
         measure_link(small=8, large=4)
     with pytest.raises(ValueError, match="compute_s must be >= 0 seconds, got -1"):
         measure_link(compute_s=-1)
+    with pytest.raises(ValueError, match="device must be 'cpu' or 'cuda', got 'tpu'"):
+        measure_link(device="tpu")
+
+
+def test_the_cuda_link_needs_two_gpus(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(ValueError, match="needs 2 GPUs \\(one per process\\), 1 visible"):
+        measure_link(device="cuda")
 
 
 def test_validate_writes_the_real_runs_and_simulates_them_again(tmp_path, capsys):

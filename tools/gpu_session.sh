@@ -56,6 +56,8 @@ if [ "${NGPU:-0}" -ge 2 ]; then
     --num-classes 1000 --stages 2 --micro-batch 8,32 --micro-batches 16 --steps 3 --warmup-steps 1 \
     --optimizer adam --repeats 3 --schedule local,local-per-step,gpipe,1f1b,1f1b-recompute \
     --validate "$W/validation_cuda.md"
+  # the link between two GPUs (NCCL), as the simulator's --link auto measures it on cuda
+  step link_cuda 90 python3 -c "from paper_repro.simulate.linkcal import measure_link; print(measure_link(device='cuda'))"
   # the same runs with each stage's own durations (timed with CUDA events): the engine alone
   step validate_cuda_insitu 120 python3 -m paper_repro simulate --device cuda --stages 2 --in-situ \
     --validate "$W/validation_cuda_insitu.md" --validate-against "$W/validation_cuda.runs.json"

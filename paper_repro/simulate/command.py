@@ -28,8 +28,8 @@ from .validate import validate
 def run_simulate_command(args) -> int:
     schedules = api.parse_schedules(args.schedule)
     if args.link == "auto":
-        args.link = astuple(measure_link())
-        print(f"link measured between two local processes computing between messages: "
+        args.link = astuple(measure_link(device="cuda" if str(args.device).startswith("cuda") else "cpu"))
+        print(f"link measured between two local processes ({args.device}) computing between messages: "
               f"latency {args.link[0] * 1e6:.1f} us, bandwidth {args.link[1] / 1e9:.2f} GB/s")
     link = Link(*args.link) if args.link else None
     for path, option in ((args.json, "--json"), (args.gantt, "--gantt"), (args.save_calibration, "--save-calibration")):

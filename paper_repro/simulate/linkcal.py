@@ -1,7 +1,7 @@
 """Calibrate the link model: latency and bandwidth between two processes, measured the way a
 pipeline uses the link.
 
-Two local processes (gloo on CPU) repeatedly compute for ``compute_s`` seconds and then exchange
+Two local processes (gloo on CPU, NCCL between two GPUs) repeatedly compute for ``compute_s`` seconds and then exchange
 a tensor, each sending one and receiving one in a single batch of point-to-point operations (as
 ``torch.distributed.pipelining``'s 1F1B does). The time from posting the batch to its completion
 is one message. A small message gives the latency, a large one the bandwidth:
@@ -43,26 +43,34 @@ def _busy(seconds: float, work: torch.Tensor) -> None:
         work @ work
 
 
-def _exchange(rank: int, port: int, sizes: list[int], reps: int, compute_s: float, out_path: str) -> None:
+def _exchange(rank: int, port: int, sizes: list[int], reps: int, compute_s: float, out_path: str,
+              device: str = "cpu") -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=2)
+    if device == "cuda":            # one GPU per process, as the pipeline's stages; NCCL
+        torch.cuda.set_device(rank)
+        dev = torch.device("cuda", rank)
+    else:
+        dev = torch.device("cpu")
+    dist.init_process_group("nccl" if device == "cuda" else "gloo", rank=rank, world_size=2)
     peer = 1 - rank
-    work = torch.randn(256, 256)
+    work = torch.randn(256, 256, device=dev)
     try:
         results = []
         for nbytes in sizes:
-            send = torch.zeros(max(nbytes // 4, 1), dtype=torch.float32)
+            send = torch.zeros(max(nbytes // 4, 1), dtype=torch.float32, device=dev)
             recv = torch.empty_like(send)
             times = []
             dist.barrier()
             for r in range(reps + 1):
                 _busy(compute_s, work)
+                _settle(dev)                # the compute is done before the message starts
                 t0 = time.perf_counter()
                 works = dist.batch_isend_irecv([dist.P2POp(dist.isend, send, peer),
                                                 dist.P2POp(dist.irecv, recv, peer)])
                 for w in works:
                     w.wait()
+                _settle(dev)                # NCCL's wait returns before the message is through
                 if r:                       # the first round is a warm-up
                     times.append(time.perf_counter() - t0)
             results.append(statistics.fmean(times))
@@ -72,10 +80,22 @@ def _exchange(rank: int, port: int, sizes: list[int], reps: int, compute_s: floa
         dist.destroy_process_group()
 
 
-def measure_link(small: int = 4, large: int = 4 << 20, reps: int = 30, compute_s: float = COMPUTE_S) -> Link:
-    """The link between two local processes (gloo): latency from a ``small``-byte message,
-    bandwidth from the extra time of a ``large``-byte one; each the mean of ``reps`` exchanges
-    (both processes) made after ``compute_s`` seconds of compute."""
+def _settle(dev: torch.device) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def measure_link(small: int = 4, large: int = 4 << 20, reps: int = 30, compute_s: float = COMPUTE_S,
+                 device: str = "cpu") -> Link:
+    """The link between two local processes (gloo on ``cpu``; NCCL between GPUs 0 and 1 on
+    ``cuda``): latency from a ``small``-byte message, bandwidth from the extra time of a
+    ``large``-byte one; each the mean of ``reps`` exchanges (both processes) made after
+    ``compute_s`` seconds of compute."""
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    if device == "cuda" and torch.cuda.device_count() < 2:
+        raise ValueError(f"measuring the link on cuda needs 2 GPUs (one per process), "
+                         f"{torch.cuda.device_count()} visible")
     if not 0 < small < large:
         raise ValueError(f"need 0 < small < large bytes, got small={small!r}, large={large!r}")
     if not compute_s >= 0:
@@ -84,8 +104,8 @@ def measure_link(small: int = 4, large: int = 4 << 20, reps: int = 30, compute_s
         raise ValueError(f"reps must be a positive integer, got {reps!r}")
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "times")
-        mp.start_processes(_exchange, args=(_free_port(), [small, large], reps, compute_s, out), nprocs=2,
-                           start_method="spawn")
+        mp.start_processes(_exchange, args=(_free_port(), [small, large], reps, compute_s, out, device),
+                           nprocs=2, start_method="spawn")
         per_rank = []
         for rank in range(2):
             with open(f"{out}.{rank}") as f:
