@@ -272,8 +272,8 @@ def add_simulate(subparsers) -> None:
     p.add_argument("--link", type=float_list(2, 2, keywords=("auto",)), default=None,
                    metavar="LATENCY_S,BYTES_PER_S",
                    help="each message takes latency + bytes / bandwidth; auto: measure it between two local "
-                        "processes that compute between messages, as pipeline stages do (gloo; with --device cuda, NCCL between GPUs 0 and 1); None: "
-                        "communication is free")
+                        "processes that compute between messages, as pipeline stages do (gloo; with --device "
+                        "cuda, NCCL between GPUs 0 and 1); None: communication is free")
     p.add_argument("--calibration", default=None, metavar="JSON",
                    help="read the per-block costs from this file instead of measuring them")
     p.add_argument("--save-calibration", default=None, metavar="JSON", help="write the measured per-block costs here")
