@@ -29,6 +29,7 @@ Exit status 0 when nothing failed (skips allowed), 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -115,7 +116,7 @@ def pipeline(device: str) -> dict:
             raise RuntimeError(f"schedule {r['schedule']}: no throughput measured ({r['samples_per_s']!r})")
         numbers[r["schedule"]] = {"samples_per_s": r["samples_per_s"],
                                   "busy_fraction_per_stage": r["busy_fraction_per_stage"],
-                                  "memory_per_stage": r["memory_per_stage"]}
+                                  "memory_per_stage": r["memory_per_stage"], "cut": r["split"]["blocks"]}
     return numbers
 
 
@@ -141,9 +142,13 @@ def memory(pipeline_result: dict, device: str) -> dict:
         return {"piece": "memory", "status": "skip", "seconds": 0.0, "numbers": {},
                 "error": f"the pipeline run it reads did not finish ({pipeline_result['error']})"}
     stages, problems = [], []
+    accounting = local_accounting(pipeline_result["numbers"]["stages"], local["cut"], device)
     for i, st in enumerate(local["memory_per_stage"]):
-        accounted = st["saved_for_backward"] + st["params"] + st["grads"] + st["optimizer"]
-        row = {"stage": i, "accounted_bytes": accounted, **{k: st[k] for k in
+        # the whole accounting on the meta device (saved tensors, parameters, gradients, optimizer
+        # state, buffers, the passes' temporaries): a GPU run meters no saved tensors itself
+        accounted = accounting[i]["peak_bytes"]
+        row = {"stage": i, "accounted_bytes": accounted, "accounted_saved_for_backward":
+               accounting[i]["saved_for_backward"], **{k: st[k] for k in
                ("saved_for_backward", "params", "grads", "optimizer", "method")}}
         if device == "cuda":
             row.update(measured_bytes=st["peak_bytes"], ratio=st["peak_bytes"] / accounted)
@@ -155,6 +160,15 @@ def memory(pipeline_result: dict, device: str) -> dict:
     if device != "cuda":
         status, error = "skip", "CPU has no allocator statistics to measure the accounting against"
     return {"piece": "memory", "status": status, "seconds": 0.0, "numbers": {"stages": stages}, "error": error}
+
+
+def local_accounting(stages: int, cut: list[list[int]], device: str) -> list[dict]:
+    """The memory accounting (:func:`paper_repro.simulate.memory.stage_memory`) of the local
+    pipeline the pipeline piece ran, stage by stage."""
+    from .simulate.memory import MetaNet, stage_memory
+    cfg = dataclasses.replace(pipeline_configs(device, stages)[0], method=None)
+    return stage_memory(MetaNet(cfg), "local", stages, cfg.micro_batch, cfg.micro_batches, cut, cfg.optimizer,
+                        cfg.max_in_flight)
 
 
 def bf16(device: str, steps: int = 60) -> dict:

@@ -488,3 +488,31 @@ def test_a_cut_measured_apart_is_the_cut_measured_here():
                          balance="flops", schedule="1f1b")
     here = measured_cut(cfg)
     assert here == measured_cut(cfg, apart=True) == (None, [1], None)      # two chunks of two blocks
+
+
+def test_inputs_reach_a_gpu_through_pinned_memory_without_waiting():
+    from paper_repro.distributed.inputs import to_device
+    x, y = torch.randn(2, 3), torch.tensor([0, 1])
+    on_cpu = to_device((x, y), torch.device("cpu"))
+    assert on_cpu[0] is x and on_cpu[1] is y                  # nothing copied on the CPU
+
+    calls = []
+
+    class HostTensor:                                          # a stand-in: no GPU here
+        def pin_memory(self):
+            calls.append("pin")
+            return self
+
+        def to(self, device, non_blocking=False):
+            calls.append((str(device), non_blocking))
+            return self
+    to_device((HostTensor(), HostTensor()), torch.device("cuda", 1))
+    assert calls == ["pin", ("cuda:1", True)] * 2
+
+
+def test_a_peers_death_is_recognised_in_gloo_and_nccl_errors():
+    from paper_repro.distributed.comm import peer_may_have_died
+    for text in ("Connection closed by peer [127.0.0.1]:1234", "NCCL error: remote process exited or there was "
+                 "a network error", "ncclRemoteError: A call failed possibly due to a network error"):
+        assert peer_may_have_died(RuntimeError(text))
+    assert not peer_may_have_died(RuntimeError("Timed out waiting 300000ms for recv operation to complete"))

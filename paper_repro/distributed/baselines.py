@@ -31,7 +31,7 @@ from torch.utils.checkpoint import checkpoint
 from ..build import make_optimizer, optimizer_impl
 from . import comm
 from .config import DTYPES, MULTI_STAGE, PipelineConfig
-from .inputs import label_info
+from .inputs import label_info, to_device
 from .local import Window, maybe_fail
 from .memory import SavedTensorMeter, peak_memory, saved_bytes_of, state_bytes
 from .replicas import Placement, average_gradients
@@ -99,7 +99,7 @@ class CountingStage(PipelineStage):
 
 def _step_batches(cfg: PipelineConfig, batches, device, count: int):
     xs, ys = zip(*(next(batches) for _ in range(count)))
-    return torch.cat(xs).to(device), torch.cat(ys).to(device)
+    return to_device((torch.cat(xs), torch.cat(ys)), device)
 
 
 def _recompute_saved_bytes(cfg, module: StageModule, first: bool, info, spec, device, params) -> int:

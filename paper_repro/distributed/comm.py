@@ -281,7 +281,8 @@ def peer_may_have_died(err: BaseException) -> bool:
     """A message failed because the other side went away (not a timeout, not our own bug)."""
     text = str(err)
     return any(key in text for key in ("Connection closed by peer", "Connection reset", "Broken pipe",
-                                       "closed by peer", "ECONNRESET", "NCCL communicator was aborted"))
+                                       "closed by peer", "ECONNRESET", "NCCL communicator was aborted",
+                                       "ncclRemoteError", "remote process exited"))
 
 
 def handle_exception(ctx: Context | None, err: BaseException) -> int:

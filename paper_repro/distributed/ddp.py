@@ -11,14 +11,15 @@ import inspect
 import time
 
 import torch.distributed as dist
-from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
 from ..build import make_optimizer, optimizer_impl
 from . import comm
 from .config import PipelineConfig
+from .inputs import to_device
 from .local import Window, maybe_fail
 from .memory import SavedTensorMeter, peak_memory, state_bytes
+from .replicas import count_allreduce
 
 
 def no_buffer_sync() -> dict:
@@ -36,13 +37,7 @@ def run_ddp(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec, 
     params = list(net.parameters())
     ddp = DistributedDataParallel(net, device_ids=[ctx.local_rank] if ctx.device.type == "cuda" else None,
                                   gradient_as_bucket_view=True, **no_buffer_sync())
-    payload = {"bytes": 0}
-
-    def counting_allreduce(state, bucket):
-        state["bytes"] += comm.nbytes(bucket.buffer())
-        return default_hooks.allreduce_hook(dist.group.WORLD, bucket)
-
-    ddp.register_comm_hook(payload, counting_allreduce)
+    payload = count_allreduce(ddp, dist.group.WORLD)
     opt = make_optimizer(cfg, params)
     on_cpu = ctx.device.type == "cpu"
     meter = SavedTensorMeter(exclude=params) if on_cpu else contextlib.nullcontext()
@@ -52,8 +47,7 @@ def run_ddp(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec, 
         maybe_fail(cfg, ctx.rank, step * M)
         t0 = time.perf_counter()
         for j in range(per_rank):
-            x, y = next(batches)
-            x, y = x.to(ctx.device), y.to(ctx.device)
+            x, y = to_device(next(batches), ctx.device)
             sync = contextlib.nullcontext() if j == per_rank - 1 else ddp.no_sync()
             with sync, meter:
                 loss = net.loss(ddp(x), y) / per_rank

@@ -63,6 +63,15 @@ def micro_batches(cfg: PipelineConfig, ds, spec, seed: int):
             for x, y in ds.sampler("train", cfg.micro_batch, gen))
 
 
+def to_device(tensors, device: torch.device) -> tuple:
+    """Host tensors onto ``device``. On a GPU through pinned memory, without waiting: a plain copy
+    from pageable memory waits for all the work already queued on the GPU, so the host could never
+    queue work ahead of it (the caching host allocator keeps each pinned buffer until its copy is done)."""
+    if device.type != "cuda":
+        return tuple(t.to(device) for t in tensors)
+    return tuple(t.pin_memory().to(device, non_blocking=True) for t in tensors)
+
+
 def label_info(spec) -> tuple[tuple, torch.dtype]:
     """Per-sample label shape and dtype: () for classes, (seq_len,) for next-token targets."""
     return ((spec.seq_len,) if spec.kind == "text" else ()), torch.int64

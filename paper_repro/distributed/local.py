@@ -37,9 +37,9 @@ from torch.nn.parallel import DistributedDataParallel
 from ..build import make_optimizer, optimizer_impl  # noqa: F401  (make_optimizer: re-exported)
 from . import comm
 from .config import PipelineConfig, parse_fault
-from .inputs import label_info
+from .inputs import label_info, to_device
 from .memory import SavedTensorMeter, peak_memory, state_bytes
-from .replicas import Placement
+from .replicas import Placement, count_allreduce
 from .stopwatch import Stopwatch
 
 try:
@@ -108,11 +108,12 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
     sender = (comm.Sender(where.rank_of(s + 1), cfg.max_in_flight, poll_timeout=ctx.poll_timeout)
               if s < S - 1 else None)
     send_block = plan.send_blocks[s] if s < S - 1 else None
-    ddp = None
+    ddp, allreduce = None, {"bytes": 0}
     if cfg.dp > 1:
         ddp = DistributedDataParallel(StageLosses(learner, mods, send_block), process_group=where.stage_group,
                                       device_ids=[ctx.local_rank] if ctx.device.type == "cuda" else None,
                                       broadcast_buffers=False, gradient_as_bucket_view=True)
+        allreduce = count_allreduce(ddp, where.stage_group)
     meter = SavedTensorMeter(exclude=params) if ctx.device.type == "cpu" else contextlib.nullcontext()
 
     warm = cfg.warmup_steps * cfg.micro_batches
@@ -137,8 +138,7 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
         maybe_fail(cfg, ctx.rank, i)
         if receiver is None:
             with watch.phase("data"):
-                x, y = next(batches)
-                x, y = x.to(ctx.device), y.to(ctx.device)
+                x, y = to_device(next(batches), ctx.device)
         else:
             t0 = time.perf_counter()
             msg = receiver.recv()
@@ -185,6 +185,7 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
         "phase_clock": watch.clock,
         "sent_bytes": dict(sender.bytes) if sender else {},
         "received_bytes": dict(receiver.bytes) if receiver else {},
+        "replica_allreduce_bytes": allreduce["bytes"],     # DDP's, overlapped with the backward
         "memory": peak_memory(ctx.device, getattr(meter, "peak", 0), 0, state_bytes(params, opt)),
         "last_loss": float(losses[-1]),
         "optimizer_impl": optimizer_impl(opt),

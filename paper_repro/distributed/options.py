@@ -73,7 +73,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--init-timeout", type=float, default=d.init_timeout,
                    help="seconds a stage may take at start-up to reach the rendezvous store "
                         "(MASTER_ADDR:MASTER_PORT) and see every other stage join")
-    p.add_argument("--save-params", default=None, help="directory: each stage saves its parameters there")
+    p.add_argument("--save-params", default=None,
+                   help="directory: each stage saves its parameters there (on several nodes, give a path "
+                        "every node shares: each stage writes on its own node)")
     p.add_argument("--fault", default=None,
                    help="inject a failure to test failure handling: raise|kill|hang@STAGE:MICROBATCH")
     p.add_argument("--json", default=None, help="write the results (a list of runs) here")

@@ -15,6 +15,9 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+from .messages import nbytes
 
 
 @dataclass
@@ -53,6 +56,9 @@ def place(rank: int, world: int, stages: int, dp: int, timeout: float) -> Placem
         group = dist.new_group([d * stages + s for d in range(dp)], timeout=td)
         if s == where.stage:
             where.stage_group = group
+    if dist.get_backend() == "nccl":   # NCCL builds a group's communicator at its first use by every
+        for group in (where.pipeline_group, where.stage_group):   # member: build them now, all in one order
+            dist.barrier(group=group, device_ids=[torch.cuda.current_device()])
     return where
 
 
@@ -72,3 +78,17 @@ def average_gradients(params: list[torch.Tensor], where: Placement) -> int:
         g.copy_(flat[offset:offset + g.numel()].view_as(g))
         offset += g.numel()
     return flat.numel() * flat.element_size()
+
+
+def count_allreduce(ddp, group) -> dict:
+    """Make ``ddp`` (a ``DistributedDataParallel``) average its gradient buckets over ``group``
+    as it does by default, counting the bytes it hands to the all-reduce in the returned
+    ``{"bytes": ...}``."""
+    payload = {"bytes": 0}
+
+    def counting_allreduce(state, bucket):
+        state["bytes"] += nbytes(bucket.buffer())
+        return default_hooks.allreduce_hook(group, bucket)
+
+    ddp.register_comm_hook(payload, counting_allreduce)
+    return payload

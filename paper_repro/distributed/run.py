@@ -205,7 +205,8 @@ def worker(configs: list[PipelineConfig], json_path: str | None = None, quiet: b
                         max(c.init_timeout for c in configs))
         if any(c.dp != first.dp for c in configs):
             raise ValueError("all runs of one launch must share dp")
-        where = place(ctx.rank, ctx.world, first.stages, first.dp, max(c.timeout for c in configs))
+        margin = comm.NCCL_MARGIN_S if ctx.backend == "nccl" else 0.0      # as the world group's (comm.init)
+        where = place(ctx.rank, ctx.world, first.stages, first.dp, max(c.timeout for c in configs) + margin)
         records = []
         for index, cfg in enumerate(configs):
             record = run_one(ctx, cfg, where, index)
