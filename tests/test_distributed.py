@@ -292,6 +292,8 @@ def test_two_stages_of_two_replicas_equal_the_single_process_learner_on_the_conc
     for i, (cfg, record) in enumerate(zip(configs, records)):
         assert (record["dp"], record["processes"], len(record["per_stage"])) == (2, 4, 4)
         assert [(st["stage"], st["replica"]) for st in record["per_stage"]] == [(0, 0), (1, 0), (0, 1), (1, 1)]
+        # every replica all-reduces its stage's gradients (the local pipeline's DDP counts them too)
+        assert all(st["replica_allreduce_bytes"] > 0 for st in record["per_stage"])
         if cfg.schedule == "local":
             ref = concatenated_batch_reference(cfg, streams=2)
         else:
