@@ -490,24 +490,29 @@ def test_a_cut_measured_apart_is_the_cut_measured_here():
     assert here == measured_cut(cfg, apart=True) == (None, [1], None)      # two chunks of two blocks
 
 
-def test_inputs_reach_a_gpu_through_pinned_memory_without_waiting():
-    from paper_repro.distributed.inputs import to_device
+def test_inputs_reach_a_gpu_through_pinned_memory_without_waiting(monkeypatch):
+    from paper_repro.distributed import inputs
     x, y = torch.randn(2, 3), torch.tensor([0, 1])
-    on_cpu = to_device((x, y), torch.device("cpu"))
+    on_cpu = inputs.to_device((x, y), torch.device("cpu"))
     assert on_cpu[0] is x and on_cpu[1] is y                  # nothing copied on the CPU
 
     calls = []
 
-    class HostTensor:                                          # a stand-in: no GPU here
-        def pin_memory(self):
-            calls.append("pin")
+    class Pinned:                                              # a stand-in: pinning needs a GPU driver
+        def __init__(self, shape, dtype, pin_memory):
+            calls.append(("pinned", tuple(shape), pin_memory))
+
+        def copy_(self, source):
+            calls.append(("filled from a slice", not source.is_contiguous()))
             return self
 
         def to(self, device, non_blocking=False):
             calls.append((str(device), non_blocking))
             return self
-    to_device((HostTensor(), HostTensor()), torch.device("cuda", 1))
-    assert calls == ["pin", ("cuda:1", True)] * 2
+    monkeypatch.setattr(inputs.torch, "empty", Pinned)
+    window = torch.arange(12).reshape(2, 6)
+    inputs.to_device((window[:, :-1],), torch.device("cuda", 1))      # a text batch: a slice
+    assert calls == [("pinned", (2, 5), True), ("filled from a slice", True), ("cuda:1", True)]
 
 
 def test_a_peers_death_is_recognised_in_gloo_and_nccl_errors():

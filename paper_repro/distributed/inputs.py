@@ -69,7 +69,15 @@ def to_device(tensors, device: torch.device) -> tuple:
     queue work ahead of it (the caching host allocator keeps each pinned buffer until its copy is done)."""
     if device.type != "cuda":
         return tuple(t.to(device) for t in tensors)
-    return tuple(t.pin_memory().to(device, non_blocking=True) for t in tensors)
+    return tuple(_pinned(t).to(device, non_blocking=True) for t in tensors)
+
+
+def _pinned(t: torch.Tensor) -> torch.Tensor:
+    """``t`` in pinned, contiguous host memory (a slice pinned as it is would be copied to
+    pageable memory again before its copy to the GPU); tensors already pinned or off the host as they are."""
+    if t.device.type != "cpu" or (t.is_pinned() and t.is_contiguous()):
+        return t
+    return torch.empty(t.shape, dtype=t.dtype, pin_memory=True).copy_(t)
 
 
 def label_info(spec) -> tuple[tuple, torch.dtype]:

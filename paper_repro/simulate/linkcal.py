@@ -20,6 +20,7 @@ import socket
 import statistics
 import tempfile
 import time
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -61,7 +62,7 @@ def _exchange(rank: int, port: int, sizes: list[int], reps: int, compute_s: floa
             send = torch.zeros(max(nbytes // 4, 1), dtype=torch.float32, device=dev)
             recv = torch.empty_like(send)
             times = []
-            dist.barrier()
+            dist.barrier(device_ids=[rank] if dev.type == "cuda" else None)
             for r in range(reps + 1):
                 _busy(compute_s, work)
                 _settle(dev)                # the compute is done before the message starts
@@ -85,14 +86,16 @@ def _settle(dev: torch.device) -> None:
         torch.cuda.synchronize(dev)
 
 
-def measure_link(small: int = 4, large: int = 4 << 20, reps: int = 30, compute_s: float = COMPUTE_S,
+def measure_link(small: int = 4, large: int | None = None, reps: int = 30, compute_s: float = COMPUTE_S,
                  device: str = "cpu") -> Link:
     """The link between two local processes (gloo on ``cpu``; NCCL between GPUs 0 and 1 on
     ``cuda``): latency from a ``small``-byte message, bandwidth from the extra time of a
-    ``large``-byte one; each the mean of ``reps`` exchanges (both processes) made after
-    ``compute_s`` seconds of compute."""
+    ``large``-byte one (default 4 MiB, 256 MiB between GPUs); each the mean of ``reps``
+    exchanges (both processes) made after ``compute_s`` seconds of compute."""
     if device not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    if large is None:       # GPUs move 4 MiB in about the time of a small message: measure with more
+        large = (256 if device == "cuda" else 4) << 20
     if device == "cuda" and torch.cuda.device_count() < 2:
         raise ValueError(f"measuring the link on cuda needs 2 GPUs (one per process), "
                          f"{torch.cuda.device_count()} visible")
@@ -111,5 +114,10 @@ def measure_link(small: int = 4, large: int = 4 << 20, reps: int = 30, compute_s
             with open(f"{out}.{rank}") as f:
                 per_rank.append([float(v) for v in f.read().split()])
     t_small, t_large = (statistics.fmean(col) for col in zip(*per_rank))
-    bandwidth = (large - small) / max(t_large - t_small, 1e-12)
+    if t_large <= t_small:      # the noise of the latency is larger than the time of the bytes
+        warnings.warn(f"the link's {large} B messages took no longer than its {small} B ones ({t_large * 1e6:.1f} "
+                      f"against {t_small * 1e6:.1f} us): bytes taken as free (bandwidth inf), latency "
+                      "as the mean of both; a larger message measures the bandwidth", stacklevel=2)
+        return Link(latency=(t_small + t_large) / 2, bandwidth=float("inf"))
+    bandwidth = (large - small) / (t_large - t_small)
     return Link(latency=max(t_small - small / bandwidth, 0.0), bandwidth=bandwidth)
