@@ -47,6 +47,7 @@ from .distributed import PipelineConfig
 from .distributed.bench import run_pipeline
 from .distributed.inputs import data_spec
 from .distributed.timing import chunk_split
+from .simulate.memory import MetaNet, stage_memory
 
 DEVICES = ("cpu", "cuda")
 PIECES = ("environment", "overhead", "pipeline", "baseline", "memory", "bf16", "notebook")
@@ -165,7 +166,6 @@ def memory(pipeline_result: dict, device: str) -> dict:
 def local_accounting(stages: int, cut: list[list[int]], device: str) -> list[dict]:
     """The memory accounting (:func:`paper_repro.simulate.memory.stage_memory`) of the local
     pipeline the pipeline piece ran, stage by stage."""
-    from .simulate.memory import MetaNet, stage_memory
     cfg = dataclasses.replace(pipeline_configs(device, stages)[0], method=None)
     return stage_memory(MetaNet(cfg), "local", stages, cfg.micro_batch, cfg.micro_batches, cut, cfg.optimizer,
                         cfg.max_in_flight)
