@@ -342,3 +342,20 @@ def test_the_gpus_event_timing_runs_through_real_pipelines(monkeypatch):
         if r["schedule"] == "1f1b":
             for st in r["per_stage"]:
                 assert sum(st["compute_split_s"].values()) == pytest.approx(st["phases_s"]["forward_backward"])
+
+
+def test_prefetched_inputs_train_exactly_as_drawn_in_line(tmp_path):
+    """Drawing stage 0's inputs ahead in a thread changes when they are drawn, not what they are:
+    every stage ends with the same parameters, bit for bit, on the local pipeline and on 1F1B."""
+    runs = [(s, p) for s in ("local", "1f1b") for p in ("off", "on")]
+    cfgs = [PipelineConfig(schedule=s, stages=2, balance="flops", dtype="float64", prefetch=p,
+                           save_params=str(tmp_path / f"{s}_{p}"), **MODELS["mlp"], **{**SMALL, "steps": 2})
+            for s, p in runs]
+    records = run_pipeline(cfgs, progress=False)
+    assert [r["input_prefetch"] for r in records] == [False, True, False, True]
+    for schedule in ("local", "1f1b"):
+        for stage in ("stage0.pt", "stage1.pt"):
+            off, on = (torch.load(tmp_path / f"{schedule}_{p}" / stage)["state"] for p in ("off", "on"))
+            assert off.keys() == on.keys() and len(off) > 0
+            for key in off:
+                assert torch.equal(off[key], on[key]), f"{schedule} {stage} {key}"

@@ -521,3 +521,39 @@ def test_a_peers_death_is_recognised_in_gloo_and_nccl_errors():
                  "a network error", "ncclRemoteError: A call failed possibly due to a network error"):
         assert peer_may_have_died(RuntimeError(text))
     assert not peer_may_have_died(RuntimeError("Timed out waiting 300000ms for recv operation to complete"))
+
+
+def test_prefetched_items_come_in_order_and_errors_reach_the_reader():
+    from paper_repro.distributed.inputs import prefetched
+    assert list(prefetched(iter(range(50)), depth=3)) == list(range(50))
+
+    def broken():
+        yield 1
+        raise OSError("disk gone")
+    stream = prefetched(broken())
+    assert next(stream) == 1
+    with pytest.raises(OSError, match="disk gone"):
+        next(stream)
+    assert PipelineConfig(device="cuda").prefetches and not PipelineConfig().prefetches
+    assert PipelineConfig(prefetch="on").prefetches and not PipelineConfig(device="cuda", prefetch="off").prefetches
+    with pytest.raises(ValueError, match="unknown prefetch 'yes'; valid: auto, on, off"):
+        PipelineConfig(prefetch="yes").validate()
+
+
+def test_a_dropped_prefetch_ends_its_thread():
+    import threading
+    import time
+    from paper_repro.distributed.inputs import prefetched
+
+    def forever():
+        i = 0
+        while True:
+            yield i
+            i += 1
+    stream = prefetched(forever())
+    assert [next(stream) for _ in range(5)] == [0, 1, 2, 3, 4]
+    stream.close()
+    deadline = time.monotonic() + 5
+    while any(t.name == "prefetch" for t in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(t.name == "prefetch" for t in threading.enumerate())

@@ -26,6 +26,7 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.f
 DEVICES = ("cpu", "cuda")
 FAULT_MODES = ("raise", "kill", "hang")
 BALANCES = ("flops", "time")
+PREFETCH = ("auto", "on", "off")
 
 # glibc malloc settings for CPU stage processes, opt-in with PAPER_REPRO_MALLOC=keep-freed (the
 # launcher then sets any the user has not; a record names those its processes ran with). By
@@ -96,6 +97,14 @@ class PipelineConfig(ModelParts, DataParts, OptimParts):
     init_timeout: float = 300.0
     save_params: str | None = None
     fault: str | None = None
+    prefetch: str = "auto"          # draw stage 0's inputs ahead in a thread: auto = on GPUs only
+
+    @property
+    def prefetches(self) -> bool:
+        """Whether stage 0 draws its inputs ahead in a background thread, as a data loader's
+        workers would (``auto``: on a GPU, where drawing on the host is as long as a stage's
+        compute; not on a CPU, whose cores the stages use)."""
+        return self.prefetch == "on" or (self.prefetch == "auto" and self.device == "cuda")
 
     @property
     def local_method(self) -> str:
@@ -146,6 +155,8 @@ class PipelineConfig(ModelParts, DataParts, OptimParts):
                              f"processes: micro_batches={self.micro_batches} must be a multiple of stages")
         if self.balance not in BALANCES:
             raise ValueError(f"unknown balance {self.balance!r}; valid: {', '.join(BALANCES)}")
+        if self.prefetch not in PREFETCH:
+            raise ValueError(f"unknown prefetch {self.prefetch!r}; valid: {', '.join(PREFETCH)}")
         if self.dtype not in DTYPES:
             raise ValueError(f"unknown dtype {self.dtype!r}; valid: {', '.join(DTYPES)}")
         if self.device not in DEVICES:

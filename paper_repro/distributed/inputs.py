@@ -7,6 +7,8 @@ Transformer and images (``channels`` x ``image_size`` x ``image_size``) for ever
 model, a user's included (give a text data set for a user's token model)."""
 from __future__ import annotations
 
+import queue
+import threading
 from types import SimpleNamespace
 
 import torch
@@ -61,6 +63,44 @@ def micro_batches(cfg: PipelineConfig, ds, spec, seed: int):
     dtype = DTYPES[cfg.dtype]
     return ((x.to(dtype) if x.is_floating_point() else x, y)
             for x, y in ds.sampler("train", cfg.micro_batch, gen))
+
+
+def prefetched(items, depth: int = 2):
+    """``items`` (an iterator) in the same order, each drawn up to ``depth`` items ahead in a
+    background thread, as a data loader's workers would; an error in the drawing is raised here."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    done, stop = object(), threading.Event()
+
+    def put(entry) -> bool:                   # False once the reader has gone
+        while not stop.is_set():
+            try:
+                q.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def draw() -> None:
+        try:
+            for item in items:
+                if not put((item, None)):
+                    return
+        except BaseException as err:          # handed to the reader, raised there
+            put((None, err))
+            return
+        put((done, None))
+
+    threading.Thread(target=draw, name="prefetch", daemon=True).start()
+    try:
+        while True:
+            item, err = q.get()
+            if err is not None:
+                raise err
+            if item is done:
+                return
+            yield item
+    finally:                                  # closed or dropped by the reader: the thread ends too
+        stop.set()
 
 
 def to_device(tensors, device: torch.device) -> tuple:

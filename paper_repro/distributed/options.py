@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from ..cliargs import choice_list, int_list, json_dict
-from .config import BALANCES, DEVICES, DTYPES, OPTIMIZERS, PIPELINED_BACKPROP, PipelineConfig
+from .config import BALANCES, DEVICES, DTYPES, OPTIMIZERS, PIPELINED_BACKPROP, PREFETCH, PipelineConfig
 
 # what --schedule accepts: "local/M" is the local schedule stepping once per step of M micro-batches
 RUN_NAMES = ("local", "local/M", *PIPELINED_BACKPROP, "ddp")
@@ -73,6 +73,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--init-timeout", type=float, default=d.init_timeout,
                    help="seconds a stage may take at start-up to reach the rendezvous store "
                         "(MASTER_ADDR:MASTER_PORT) and see every other stage join")
+    p.add_argument("--prefetch", default=d.prefetch, choices=PREFETCH,
+                   help="stage 0 draws its inputs ahead in a background thread, as a data loader would "
+                        "(auto: on GPUs, where drawing them on the host takes as long as a stage computes; "
+                        "not on CPUs, whose cores the stages use)")
     p.add_argument("--save-params", default=None,
                    help="directory: each stage saves its parameters there (on several nodes, give a path "
                         "every node shares: each stage writes on its own node)")
@@ -91,7 +95,7 @@ def configs_from_args(args) -> list[PipelineConfig]:
                   dtype=args.dtype, device=args.device, threads=args.threads,
                   max_in_flight=args.max_in_flight, timeout=args.timeout,
                   heartbeat_timeout=args.heartbeat_timeout, init_timeout=args.init_timeout,
-                  save_params=args.save_params, fault=args.fault)
+                  save_params=args.save_params, fault=args.fault, prefetch=args.prefetch)
     return expand(common, args.schedule, args.micro_batch, args.update_every, getattr(args, "repeats", 1))
 
 

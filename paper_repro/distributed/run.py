@@ -27,7 +27,7 @@ from . import comm
 from .baselines import run_pipelined_backprop
 from .config import CPU_MALLOC_ENV, DTYPES, MULTI_STAGE, PipelineConfig
 from .ddp import run_ddp
-from .inputs import build_learner, data_spec, label_info, micro_batches
+from .inputs import build_learner, data_spec, label_info, micro_batches, prefetched
 from .local import keep_only, run_local
 from .options import add_arguments, configs_from_args
 from .replicas import Placement, place
@@ -88,6 +88,12 @@ def prepare(cfg: PipelineConfig, ctx: comm.Context | None = None, key: str = "sp
     return ds, spec, learner, infos, plan
 
 
+def input_stream(cfg: PipelineConfig, ds, spec, seed: int):
+    """The micro-batches this process reads, drawn ahead in a thread where ``cfg.prefetches``."""
+    batches = micro_batches(cfg, ds, spec, seed)
+    return prefetched(batches) if cfg.prefetches else batches
+
+
 def run_one(ctx: comm.Context, cfg: PipelineConfig, where: Placement, index: int = 0) -> dict | None:
     """Run ``cfg`` in this process; rank 0 returns the gathered record, the others None."""
     if cfg.processes != ctx.world:
@@ -100,11 +106,11 @@ def run_one(ctx: comm.Context, cfg: PipelineConfig, where: Placement, index: int
         gc.collect()
         torch.cuda.reset_peak_memory_stats(ctx.device)
     if cfg.schedule == "ddp":
-        batches = micro_batches(cfg, ds, spec, cfg.seed + 1000 * s)
+        batches = input_stream(cfg, ds, spec, cfg.seed + 1000 * s)
         stats = run_ddp(ctx, cfg, learner, plan, infos, spec, batches)
     else:
         # stage 0 of replica d reads its own stream: replica 0 reads what a dp=1 run reads
-        batches = micro_batches(cfg, ds, spec, cfg.seed + 1000 * where.replica) if s == 0 else None
+        batches = input_stream(cfg, ds, spec, cfg.seed + 1000 * where.replica) if s == 0 else None
         if cfg.schedule == "local":
             keep_only(learner, plan.blocks[s], plan.modules[s])
             learner.to(ctx.device)
@@ -171,7 +177,7 @@ def summarize(cfg: PipelineConfig, plan, infos, spec, per_stage: list[dict], gra
         "peak_mem_bytes_per_stage": [st["memory"]["peak_bytes"] for st in per_stage],
         "memory_per_stage": [st["memory"] for st in per_stage],
         "memory_method": per_stage[0]["memory"]["method"],
-        "split": plan.to_dict(), "balance": cfg.balance,
+        "split": plan.to_dict(), "balance": cfg.balance, "input_prefetch": cfg.prefetches,
         "block_split": cfg.block_split,
         "optimizer_impl": sorted({st["optimizer_impl"] for st in per_stage}),
         "boundaries": boundary_records(plan, infos, B, stage_boundaries(cfg, plan, len(infos))),
