@@ -108,7 +108,10 @@ def against(records: list[dict], reps: int = 3, link: Link | None = None, replay
         if key + (B,) not in calibrations:
             calibrations[key + (B,)] = measure(base, reps=reps)
         cut = r["split"]["blocks"]
-        costs = schedule_costs(calibrations[key + (B,)], schedule, S, cut=cut, fresh=fresh_share(schedule, M, every))
+        calibrated = calibrations[key + (B,)]
+        if r.get("input_prefetch"):     # drawn ahead in a thread: off the first stage's path
+            calibrated = calibrated.without_input()
+        costs = schedule_costs(calibrated, schedule, S, cut=cut, fresh=fresh_share(schedule, M, every))
         if replayed:
             costs = replay_costs(replayed[key][job.key()], costs, recompute=schedule.endswith("-recompute"))
         elif in_situ:
