@@ -181,8 +181,7 @@ def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan
             opt.step()
             opt.zero_grad(set_to_none=True)
         comm.settle(ctx.device)                    # on a GPU, the step's work has finished
-        w = {"data": 0.0, "forward": 0.0, "backward": 0.0, "loss": 0.0, "optimizer": 0.0,
-             "gradient_allreduce": 0.0, **watch.read()}
+        w = watch.read("data", "forward", "backward", "loss", "optimizer", "gradient_allreduce")
         t = {"data": w["data"], "forward_backward": w["forward"] + w["backward"] + w["loss"],
              "optimizer": w["optimizer"], "gradient_allreduce": w["gradient_allreduce"]}
         busy.append(t["data"] + t["forward_backward"] + t["optimizer"])

@@ -167,7 +167,7 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
                 opt.zero_grad(set_to_none=True)
         if (i + 1) % cfg.micro_batches == 0:     # a step ends: on a GPU, once its work has finished
             comm.settle(ctx.device)
-            t = {**dict.fromkeys(("data", "forward_backward", "optimizer"), 0.0), **watch.read(), **waits}
+            t = {**watch.read("data", "forward_backward", "optimizer"), **waits}
             busy.append(t["data"] + t["forward_backward"] + t["optimizer"])
             window.mark()
             if i >= warm:

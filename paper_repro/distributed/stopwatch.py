@@ -80,12 +80,13 @@ class Stopwatch:
         finally:
             self.stop(name, mark)
 
-    def read(self) -> dict[str, float]:
-        """Seconds per phase since the last read, and start again from zero. On a GPU the
-        stream must have finished the recorded work (:func:`.comm.settle`)."""
+    def read(self, *names: str) -> dict[str, float]:
+        """Seconds per phase since the last read (``names`` always, 0 where they did not run),
+        and start again from zero. On a GPU the stream must have finished the recorded work
+        (:func:`.comm.settle`)."""
         for name, begin, end in self._pending:
             self._totals[name] += begin.elapsed_time(end) / 1e3       # milliseconds
         self._pending.clear()
-        totals = dict(self._totals)
+        totals = {**dict.fromkeys(names, 0.0), **self._totals}
         self._totals.clear()
         return totals

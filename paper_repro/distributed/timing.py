@@ -56,13 +56,19 @@ def timing_device(cfg: PipelineConfig) -> torch.device:
     return torch.device("cuda", 0) if cfg.device == "cuda" else torch.device("cpu")
 
 
+def synchronize(device: torch.device) -> None:
+    """Wait for all the work queued on ``device`` (every stream; nothing on a CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def clock(device: torch.device):
     """``time.perf_counter``, read once the work queued on ``device`` has finished."""
     if device.type != "cuda":
         return time.perf_counter
 
     def now() -> float:
-        torch.cuda.synchronize(device)
+        synchronize(device)
         return time.perf_counter()
     return now
 

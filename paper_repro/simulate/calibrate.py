@@ -47,6 +47,7 @@ import torch
 
 from ..build import make_optimizer
 from ..distributed import DTYPES, PipelineConfig, boundary_info, build_learner, data_spec, synthetic_batches
+from ..distributed.timing import synchronize
 
 
 @dataclass
@@ -120,11 +121,6 @@ class BlockCosts:
             raise ValueError(f"calibration file {str(path)!r} does not exist") from None
         except (json.JSONDecodeError, TypeError) as err:
             raise ValueError(f"calibration file {str(path)!r} is not a BlockCosts JSON: {err}") from None
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def measure(cfg: PipelineConfig, reps: int = 3, threads: int | None = None) -> BlockCosts:
@@ -210,7 +206,7 @@ def _timer(fn, device: torch.device):
     def one() -> float:
         t0 = time.perf_counter()
         fn()
-        _sync(device)
+        synchronize(device)
         return time.perf_counter() - t0
     return one
 
@@ -223,10 +219,10 @@ def _backward_timer(fn, inp, grad, device: torch.device, fresh: list | None = No
         for p in fresh or []:
             p.grad = None
         o = fn(inp)
-        _sync(device)
+        synchronize(device)
         t0 = time.perf_counter()
         o.backward(grad)
-        _sync(device)
+        synchronize(device)
         return time.perf_counter() - t0
     return one
 

@@ -1,10 +1,11 @@
 """Calibrate the link model: latency and bandwidth between two processes, measured the way a
 pipeline uses the link.
 
-Two local processes (gloo on CPU, NCCL between two GPUs) repeatedly compute for ``compute_s`` seconds and then exchange
-a tensor, each sending one and receiving one in a single batch of point-to-point operations (as
-``torch.distributed.pipelining``'s 1F1B does). The time from posting the batch to its completion
-is one message. A small message gives the latency, a large one the bandwidth:
+Two local processes (gloo on CPU, NCCL between two GPUs) repeatedly compute for ``compute_s``
+seconds and then exchange a tensor, each sending one and receiving one in a single batch of
+point-to-point operations (as ``torch.distributed.pipelining``'s 1F1B does). The time from
+posting the batch to its completion is one message. A small message gives the latency, a large
+one the bandwidth:
 ``time(bytes) = latency + bytes / bandwidth``.
 
 The compute between messages matters. A process that blocks on a receive leaves its core idle,
@@ -26,6 +27,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from ..distributed.timing import synchronize
 from .engine import Link
 
 COMPUTE_S = 0.01     # about one micro-batch's work per stage in this project's CPU benchmarks
@@ -65,13 +67,13 @@ def _exchange(rank: int, port: int, sizes: list[int], reps: int, compute_s: floa
             dist.barrier(device_ids=[rank] if dev.type == "cuda" else None)
             for r in range(reps + 1):
                 _busy(compute_s, work)
-                _settle(dev)                # the compute is done before the message starts
+                synchronize(dev)                # the compute is done before the message starts
                 t0 = time.perf_counter()
                 works = dist.batch_isend_irecv([dist.P2POp(dist.isend, send, peer),
                                                 dist.P2POp(dist.irecv, recv, peer)])
                 for w in works:
                     w.wait()
-                _settle(dev)                # NCCL's wait returns before the message is through
+                synchronize(dev)                # NCCL's wait returns before the message is through
                 if r:                       # the first round is a warm-up
                     times.append(time.perf_counter() - t0)
             results.append(statistics.fmean(times))
@@ -79,11 +81,6 @@ def _exchange(rank: int, port: int, sizes: list[int], reps: int, compute_s: floa
             f.write(" ".join(repr(v) for v in results))
     finally:
         dist.destroy_process_group()
-
-
-def _settle(dev: torch.device) -> None:
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
 
 
 def measure_link(small: int = 4, large: int | None = None, reps: int = 30, compute_s: float = COMPUTE_S,

@@ -45,7 +45,7 @@ from ..distributed import PipelineConfig, build_learner, data_spec, synthetic_ba
 from ..distributed.baselines import StageModule
 from ..distributed.config import CPU_MALLOC_ENV
 from ..distributed.memory import SavedTensorMeter
-from .calibrate import _sync
+from ..distributed.timing import synchronize
 from .engine import Costs
 from .schedules import LOCAL_SCHEDULES, base_schedule, torch_order
 
@@ -238,7 +238,7 @@ def _replay_one(rank: int, job: Job, sync=None, offset: int = 0) -> list[float]:
                 else:
                     out = stash.pop(mb)
                     out.backward(grad_out if out.dim() else None)
-                _sync(device)
+                synchronize(device)
                 dt = time.perf_counter() - t0
                 k = 0 if kind == "F" else 1
                 if timed:
@@ -277,7 +277,7 @@ def _timed_step(opt, device: torch.device, sums: list[float], counts: list[int],
     t0 = time.perf_counter()
     opt.step()
     opt.zero_grad(set_to_none=True)
-    _sync(device)
+    synchronize(device)
     if timed:
         sums[2] += time.perf_counter() - t0
         counts[2] += 1
