@@ -79,10 +79,13 @@ test-notebooks: $(STAMP)
 # Every committed figure is reproducible and the timing-dependent ones are git-ignored, so after
 # the notebooks have run (make figures, or make test: nbval runs them too) figures/ is unchanged.
 # The quick runs are bitwise repeatable on one CPU model, not across models: on another machine
-# than figures/MACHINE names, changed figures are listed and not failed.
+# than figures/MACHINE names, changed figures are listed and not failed. The machine is read
+# from the committed figures/MACHINE (HEAD), which drew the committed figures: `make figures`
+# has just rewritten the copy in the work tree with this machine.
 check-figures: $(STAMP)
 	@dirty=$$(git status --porcelain -- figures); \
-	drawn=$$(cat figures/MACHINE 2>/dev/null || echo unknown); here=$$($(PY) -m paper_repro.hardware); \
+	drawn=$$(git show HEAD:figures/MACHINE 2>/dev/null || cat figures/MACHINE 2>/dev/null || echo unknown); \
+	here=$$($(PY) -m paper_repro.hardware); \
 	if [ -z "$$dirty" ]; then echo "figures/ unchanged"; exit 0; fi; \
 	echo "running the notebooks changed figures/:"; echo "$$dirty"; \
 	if [ "$$drawn" != "$$here" ]; then \
@@ -91,8 +94,9 @@ check-figures: $(STAMP)
 	echo "(figures/MACHINE is this machine: the notebooks are not deterministic, or the figures"; \
 	echo " were not redrawn after a change; run 'make figures', look at the figures and commit them)"; exit 1
 
+# jupyter refuses to run as root (as in a container) without --allow-root
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 # The self-check of a GPU server (each piece in its own process, at most 10 minutes).
 DEVICE ?= cuda

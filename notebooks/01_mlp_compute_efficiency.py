@@ -28,11 +28,15 @@
 # The paper's headline for this architecture is **up to 10x** fewer sequential compute steps
 # than backprop in the *high-compute regime*: where bigger batches no longer cut the number of
 # steps. The steps-vs-batch figure below shows where that regime starts.
-# Quick profile (what the tests run): a 4x128 MLP on sklearn digits. `cpu` profile: a 6x256 MLP
-# on the full CIFAR-10 training set at 16x16 px (`paper_repro.settings`). Results of the
-# `cpu`/`full` profiles are kept in `results/<sweep>/`; a rerun only adds missing points.
+# Two studies (`study`): `mlp`, a shallow net whose critical-path ratio caps any speedup near
+# 3.5x, and `mlp-deep`, a net deep enough for greedy's critical path to be a 13th of backprop's,
+# so that a 10x could show if it is there. Quick profile (what the tests run): small MLPs on
+# sklearn digits. `cpu` profile: a 6x256 MLP on the full CIFAR-10 training set at 16x16 px, and
+# a 10x256 MLP at 8x8 px (192 inputs) (`paper_repro.settings`). Results of the `cpu`/`full`
+# profiles are kept in `results/<sweep>/`; a rerun only adds missing points.
 
 # %% tags=["parameters"]
+study = "mlp"               # mlp | mlp-deep
 profile = "quick"           # quick | cpu | full
 figures_dir = "../figures"
 results_dir = "../results"  # cpu/full: the sweep store lives in results_dir/<sweep name>
@@ -50,14 +54,16 @@ from IPython.display import display
 from paper_repro import analysis, plots, studies
 from paper_repro.notebooks import check_parameters, notebook_path
 
-check_parameters(dict(profile=profile, figures_dir=figures_dir, results_dir=results_dir, data_dir=data_dir,
+check_parameters(dict(study=study, profile=profile, figures_dir=figures_dir, results_dir=results_dir, data_dir=data_dir,
                       device=device, workers=workers, rule=rule, targets=targets, train_missing=train_missing,
                       allow_cpu=allow_cpu),
-                 dict(profile=str, figures_dir=str, results_dir=str, data_dir=(str, type(None)), device=str,
+                 dict(study=str, profile=str, figures_dir=str, results_dir=str, data_dir=(str, type(None)), device=str,
                       workers=int, rule=(str, type(None)), targets=(list, type(None)), train_missing=bool,
                       allow_cpu=bool))
+if study not in ("mlp", "mlp-deep"):
+    raise ValueError(f"notebook parameter study={study!r}: this notebook runs 'mlp' or 'mlp-deep'")
 figures_dir, results_dir, data_dir = (notebook_path(p) for p in (figures_dir, results_dir, data_dir))
-S = studies.compute_study("mlp", profile, results_dir=results_dir, data_dir=data_dir, device=device,
+S = studies.compute_study(study, profile, results_dir=results_dir, data_dir=data_dir, device=device,
                           workers=workers, rule=rule, targets=targets, train_missing=train_missing,
                           allow_cpu=allow_cpu)
 print(S.summary())

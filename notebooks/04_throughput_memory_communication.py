@@ -41,6 +41,7 @@
 profile = "quick"           # quick | cpu | full
 figures_dir = "../figures"
 results = None              # a JSON written by `paper-repro bench pipeline --json`: plot it instead of running
+stored_runs_dir = "../results/pipeline"  # the committed all-schedule runs drawn at the end
 
 # %%
 from IPython.display import display
@@ -49,14 +50,16 @@ from paper_repro import plots
 from paper_repro.distributed import bench, report
 from paper_repro.distributed.options import configs_for
 from paper_repro.notebooks import check_parameters, notebook_path
+from paper_repro import settings as settings_mod
 from paper_repro.settings import pipeline_settings
 
 import json
 from pathlib import Path
 
-check_parameters(dict(profile=profile, figures_dir=figures_dir, results=results),
-                 dict(profile=str, figures_dir=str, results=(str, type(None))))
+check_parameters(dict(profile=profile, figures_dir=figures_dir, results=results, stored_runs_dir=stored_runs_dir),
+                 dict(profile=str, figures_dir=str, results=(str, type(None)), stored_runs_dir=str))
 figures_dir, results = notebook_path(figures_dir), notebook_path(results)
+stored_runs_dir = notebook_path(stored_runs_dir)
 settings = pipeline_settings(profile)
 if results is not None:  # the settings of the stored run
     with open(results) as f:
@@ -158,6 +161,40 @@ for rec in (comm[0], comm[5]):  # the boundary tensors in float32 and float16
 ratio = (table.set_index(["dtype", "schedule"])["total MB/step"].unstack()
          .eval("local / `1f1b`").rename("local / pipelined backprop"))
 display(ratio.round(4))
+
+# %% [markdown]
+# ## (c) Communication against micro-batch size and number of processors
+# The same count for ResNet-34 at 224x224 cut into 2, 4 and 8 stages (cuts balanced in FLOPs),
+# micro-batches of 1 to 64 images, 16 per step, float32: the bytes that cross every boundary in a
+# step. Local parallelism sends each boundary's activation forward once; pipelined backprop also
+# sends its gradient back, so its line sits a factor 2 above at every size (labels aside).
+
+# %%
+comm_settings = settings_mod.communication_settings()
+sizes = report.comm_sizes_frame(bench.comm_by_size(comm_settings, comm_settings.pop("processors"),
+                                                   comm_settings.pop("schedules")))
+display(sizes.pivot_table(index=["processors", "micro_batch"], columns="schedule", values="total_MB").round(2))
+title = ("Bytes between processors per step, counted from the boundary tensors\n"
+         "ResNet-34, 224x224 inputs, 16 micro-batches per step, float32 | any profile | shapes only, no hardware")
+fig = plots.pipeline.plot_comm_sizes(sizes, title)
+plots.save_figure(fig, "04_communication_resnet34_224", figures_dir);
+
+# %% [markdown]
+# ## Every schedule in the committed benchmark runs
+# The README's pipeline ratios come from these runs of `paper-repro bench pipeline --schedule all`
+# (2 gloo processes, one thread each, on 2-core CPUs; time-balanced cuts; 16 micro-batches per
+# step; 3 interleaved repeats per run). A point is a run's median, its bar the range of the
+# repeats; runs on different machines differ in absolute speed, so compare schedules within a run.
+
+# %%
+stored = {name: [r for f in files for r in json.loads((Path(stored_runs_dir) / f).read_text())]
+          for name, files in settings_mod.stored_pipeline_runs().items()}
+runs = report.runs_frame(stored)
+display(runs.pivot_table(index=["model", "schedule"], columns="run", values="samples_per_s", sort=False).round(0))
+title = ("Throughput of every schedule in the committed runs (2 gloo processes, 1 thread each)\n"
+         "two models on synthetic data | profile=cpu | CPU x2 (x86_64), 2-core machines")
+fig = plots.pipeline.plot_schedule_runs(runs, title)
+plots.save_figure(fig, "04_schedules_committed_runs", figures_dir);
 
 # %% [markdown]
 # ## Running it on a multi-GPU server

@@ -198,3 +198,32 @@ runs = [simulate(s, schedule_costs(bc, s, 4, balance="time"), settings["gantt_mi
 fig = plots.simulate.plot_gantt(runs, title=f"{names['resnet']}, 4 processors, one step of "
                                           f"{settings['gantt_micro_batches']} micro-batches (simulated, {hardware})")
 plots.save_figure(fig, f"08_gantt_{profile}", figures_dir);
+
+# %% [markdown]
+# ## Checks
+# The simulator's closed form: GPipe on S equal stages with M micro-batches idles (S-1)/(M+S-1) of
+# the time. Memory: GPipe >= 1F1B >= 1F1B with recomputation, local never more than 1% (its heads)
+# above the last; Adam's state is two copies of the parameters. Every ratio is local's samples/s
+# over the baseline's and falls (within 0.01) with more micro-batches per step. In the one-step
+# charts no processor does two things at once.
+
+# %%
+from paper_repro.simulate.costs import uniform_costs
+
+if profile == "quick":
+    for S_, M_ in ((4, 8), (8, 16)):
+        bubble = simulate("gpipe", uniform_costs("gpipe", S_, 1.0, 2.0), M_).bubble_fraction
+        assert abs(bubble - (S_ - 1) / (M_ + S_ - 1)) < 1e-9, (S_, M_, bubble)
+    assert (worst.gpipe >= worst["1f1b"]).all() and (worst["1f1b"] >= worst["1f1b-recompute"]).all(), worst
+    assert (worst.local <= 1.01 * worst["1f1b-recompute"]).all(), worst
+    assert (memory.optimizer == 2 * memory.params).all() and (memory.grads == memory.params).all()
+    assert (memory.peak_bytes >= memory[["params", "grads", "optimizer", "saved_for_backward"]].sum(axis=1)).all()
+    for t in [*by_stages.values(), *by_m.values()]:
+        assert (t.ratio > 0).all() and (t.ratio - t.local_samples_per_s / t.baseline_samples_per_s).abs().max() < 1e-9
+    for t in by_m.values():
+        assert t.pivot(index="micro_batches", columns="baseline", values="ratio").diff().fillna(0).lt(0.01).all().all()
+    assert set(paper) == set(gpu_paper) == set(settings["baselines"]) and min(paper["1f1b-recompute"]) > 1
+    for run in runs:
+        for rank in range(run.stages):
+            spans = sorted((i.start, i.end) for i in run.intervals if i.rank == rank)
+            assert all(a_end <= b_start + 1e-12 for (_, a_end), (b_start, _) in zip(spans, spans[1:])), run.schedule

@@ -100,6 +100,20 @@ class BlockNet(nn.Module):
         return F.cross_entropy(logits, y)
 
 
+def grad_input(h: torch.Tensor, requires_grad: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(leaf, fed)`` for running a block on ``h`` and reading the gradient of its input.
+
+    ``leaf`` is ``h`` detached, requiring a gradient when ``requires_grad`` and ``h`` is
+    floating point: after a backward its ``.grad`` is the input gradient. ``fed`` is what to
+    give the block: a copy of ``leaf`` made inside the graph, so that a block whose first
+    operation writes its input (``nn.ReLU(inplace=True)`` as a block of its own, as in
+    ``torchvision.models.vgg11().features``) writes the copy; autograd refuses to write a leaf
+    that requires a gradient. The copy adds no FLOPs, and its backward only passes the
+    gradient on. Without a gradient, ``fed`` is ``leaf``."""
+    leaf = h.detach().requires_grad_(requires_grad and h.is_floating_point())
+    return leaf, (leaf.clone() if leaf.requires_grad else leaf)
+
+
 # ----------------------------------------------------------------- wrapped blocks
 class AutoHead(nn.Module):
     """The default head of :meth:`BlockNet.from_sequential`: global average pool + linear for

@@ -15,6 +15,7 @@ import torch
 from . import data as data_mod
 from . import methods, models
 from .config import DataParts, ModelParts, OptimParts
+from .factory import build_from_factory, is_factory_name
 
 OPTIMIZER_IMPLS = ("fused", "foreach", "default")
 
@@ -28,10 +29,19 @@ def build_model(cfg: ModelParts, data) -> models.BlockNet:
     """The model named in ``cfg``, with input and output sizes taken from ``data``.
 
     ``model_kwargs`` may repeat a size the data set fixes (``in_dim``, ``in_channels``,
-    ``num_classes``, ``vocab_size``, ``seq_len``) only with the data set's value."""
+    ``num_classes``, ``vocab_size``, ``seq_len``) only with the data set's value. A model named
+    ``package.module:function`` is built by calling that function with ``model_kwargs``, its
+    default heads sized for ``data`` on two of its training examples."""
     if cfg.model is None:
         raise ValueError("model is None (meaning: the model of a learner handed over), so there is no "
                          f"model to build; name one of {', '.join(models.MODELS)}")
+    if is_factory_name(cfg.model):
+        if hasattr(data, "batch"):
+            example = data.batch("train", torch.arange(min(2, data.num_examples("train"))))[0]
+        else:  # a shape description (the pipeline's synthetic inputs)
+            example = (torch.zeros(2, data.seq_len, dtype=torch.long) if data.kind == "text"
+                       else torch.zeros(2, *data.input_shape))
+        return build_from_factory(cfg.model, cfg.model_kwargs, data.num_classes, example)
     kw = dict(cfg.model_kwargs)
     models.check_kwargs(cfg.model, kw)
     dataset = getattr(cfg, "dataset", getattr(data, "name", "?"))

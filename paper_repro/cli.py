@@ -38,7 +38,7 @@ MODELS = ("mlp", "transformer", "resnet18", "resnet34", "resnet50")       # pape
 DATASETS = ("digits", "cifar10", "imagenet", "text")                      # paper_repro.data.DATASETS
 OPTIMIZERS = ("adam", "sgd")                                              # paper_repro.config.OPTIMIZERS
 PROFILES = ("quick", "cpu", "full")                                       # paper_repro.settings.PROFILES
-COMPUTE_STUDIES = ("mlp", "transformer", "resnet", "resnet-imagenet")     # paper_repro.settings.COMPUTE_STUDIES
+COMPUTE_STUDIES = ("mlp", "mlp-deep", "transformer", "resnet", "resnet-imagenet")     # paper_repro.settings.COMPUTE_STUDIES
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"      # paper_repro.notebooks.NOTEBOOKS_DIR
 SIMULATED_SCHEDULES = ("local", "local-per-step", "gpipe", "gpipe-recompute", "1f1b", "1f1b-recompute",
                        "interleaved-1f1b", "interleaved-1f1b-recompute", "zb-interleaved", "zbv",
@@ -100,9 +100,14 @@ def add_train(subparsers) -> None:
     p = _parser(subparsers, "train", "train one model with one method on one data set, in one process",
                 "Train one model with one local-learning method on one data set, in one process; print a "
                 "summary and optionally write one row per step (--out).")
-    p.add_argument("--model", default="mlp", choices=MODELS, help="built-in model")
+    p.add_argument("--model", default="mlp",
+                   help=f"a built-in model ({' | '.join(MODELS)}) or your own as package.module:function "
+                        "(importable: installed or on PYTHONPATH; its keyword arguments from --model-kwargs) "
+                        "returning an nn.Sequential, one block per entry, or a BlockNet")
     p.add_argument("--method", default="backprop",
-                   help="backprop | greedy | overlapping | chunked-K (K contiguous chunks, K <= number of blocks)")
+                   help="backprop | greedy | overlapping | chunked-K (K contiguous chunks, K <= number of blocks) "
+                        "| chunked@A,B,... (chunks that start at blocks A, B, ...: chunked@4 is two chunks, "
+                        "blocks 0-3 and 4 to the last; the cut the pipeline balances by measured time)")
     p.add_argument("--dataset", default="digits", choices=DATASETS,
                    help="digits and text need no download; cifar10 and imagenet need --data-dir")
     p.add_argument("--data-dir", default=None, help="where the data set lives (see README: Data)")
@@ -224,8 +229,11 @@ def add_notebooks(subparsers) -> None:
                      help="any notebook parameter (VALUE read as JSON, else as a string), to every notebook "
                           "that declares it (repeatable)")
     run.add_argument("--dry-run", action="store_true",
-                     help="check CUDA, data and the output folder and print the plan (FLOPs, GPU-hours); "
-                          "train nothing")
+                     help="check CUDA, data and the output folder and print the plan (FLOPs, GPU-hours) of the "
+                          "notebooks --only selects; train nothing")
+    run.add_argument("--tflops", type=positive_float, default=100.0,
+                     help="assumed sustained TFLOP/s per GPU for the plan's GPU-hours (full profile, --dry-run)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.set_defaults(func=Handler(HANDLERS["notebooks run"]))
 
 
@@ -241,7 +249,9 @@ def add_simulate(subparsers) -> None:
     p.add_argument("--schedule", default="all",
                    help=f"{' | '.join(SIMULATED_SCHEDULES)}; a comma list, or all (all leaves out, and names, "
                         "those that cannot run the settings)")
-    p.add_argument("--model", default=d["model"], help=f"{' | '.join(MODELS)} (as in bench pipeline)")
+    p.add_argument("--model", default=d["model"],
+                   help=f"a built-in model ({' | '.join(MODELS)}) or your own as package.module:function, "
+                        "its keyword arguments from --model-kwargs (as in bench pipeline)")
     p.add_argument("--model-kwargs", type=json_dict, default={},
                    help='the model\'s keyword arguments as JSON, e.g. \'{"width": 16}\'')
     p.add_argument("--image-size", type=positive_int, default=d["image_size"], help="synthetic image side (pixels)")

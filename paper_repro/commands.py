@@ -79,15 +79,6 @@ def write_table(frame: pd.DataFrame, path: str) -> Path:
 
 
 # ---------------------------------------------------------------------------------- train
-def check_batch_fits(batch_size: int, data) -> None:
-    """A batch larger than the training split would repeat examples within a step: refused."""
-    n = data.num_examples("train")
-    if batch_size > n:
-        unit = "window start positions" if data.kind == "text" else "examples"
-        raise ValueError(f"--batch-size {batch_size} is larger than the training split of {data.name!r} "
-                         f"({n:,} {unit}); use at most {n}")
-
-
 def _records_table(result: train.TrainResult) -> pd.DataFrame:
     cfg = result.config
     return result.records.assign(method=cfg.method, model=cfg.model, dataset=cfg.dataset, status=result.status)
@@ -105,7 +96,7 @@ def run_train(args) -> int:
     if args.download:
         datafiles.locate(cfg.dataset, cfg.data_dir, download=True)
     data = train.load_data(cfg)
-    check_batch_fits(cfg.batch_size, data)
+    train.check_batch_fits(cfg.batch_size, data, "--batch-size")
     try:
         result = train.train(cfg, data=data)
     except train.TrainInterrupted as stop:
@@ -238,8 +229,12 @@ def parse_value(text: str):
 
 def run_notebooks_command(args) -> int:
     dirs = parse_data_dirs(args.data_dir)
-    sources = preflight.data_sources(args.profile, dirs)  # checks the data set names
+    paths = notebooks.select_notebooks(notebooks.list_notebooks(args.notebooks_dir), args.only)
+    chosen = [p.stem for p in paths]  # the checks and the plan cover these notebooks only
+    sources = preflight.data_sources(args.profile, dirs, chosen)  # checks the data set names
     parameters = {name: parse_value(value) for name, value in args.parameter}
+    if paths:
+        notebooks.check_parameter_names(paths, list(parameters))
     device = args.device or ("cuda" if args.profile == "full" else None)
     if device is not None:
         parameters["device"] = device
@@ -251,8 +246,11 @@ def run_notebooks_command(args) -> int:
     on_cpu = device is not None and device.startswith("cpu")
     if args.profile == "full" and on_cpu:
         parameters["allow_cpu"] = True  # asked for explicitly: the notebooks may train on the CPU
-    if args.profile == "full" or args.dry_run:
-        report = preflight.check(args.profile, dirs, notebooks.REPO_ROOT / "results", min_devices=0 if on_cpu else 1)
+    # reading stores only (-p train_missing false, e.g. after a cluster sweep) needs no GPU and no data
+    reads_only = parameters.get("train_missing") is False
+    if (args.profile == "full" and not reads_only) or args.dry_run:
+        report = preflight.check(args.profile, dirs, notebooks.REPO_ROOT / "results", min_devices=0 if on_cpu else 1,
+                                 sustained_flops=args.tflops * 1e12, notebooks=chosen)
         print(preflight.format_plan(report.plan))
         for problem in report.problems:
             print(f"problem: {problem}", file=sys.stderr)
@@ -267,7 +265,7 @@ def run_notebooks_command(args) -> int:
         results = notebooks.run_notebooks(profile=args.profile, only=args.only, out_dir=args.out,
                                           figures_dir=args.figures, timeout=args.timeout,
                                           notebooks_dir=args.notebooks_dir, parameters=parameters,
-                                          per_notebook=per_notebook)
+                                          per_notebook=per_notebook, progress=not args.no_progress)
     except notebooks.NotebooksInterrupted as stop:
         _print_notebook_summary(stop.results)
         print(f"{signals.describe(stop)}: {stop}", file=sys.stderr)

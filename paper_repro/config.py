@@ -18,6 +18,7 @@ import torch
 
 from . import data as data_mod
 from . import models
+from .factory import check_factory, is_factory_name
 
 OPTIMIZERS = ("adam", "sgd")
 
@@ -54,7 +55,8 @@ def _is_number(value) -> bool:
 
 @dataclass
 class ModelParts:
-    """The model: a name from :data:`paper_repro.models.MODELS` and its keyword arguments.
+    """The model: a name from :data:`paper_repro.models.MODELS`, or a user's own model as
+``package.module:function`` (:mod:`paper_repro.factory`), and its keyword arguments.
 
     ``model=None`` means "the model of the learner handed over" (``train(cfg, learner=...)``);
     such a configuration cannot build a model itself."""
@@ -66,8 +68,12 @@ class ModelParts:
             raise ValueError(f"model_kwargs must be a dict, got {self.model_kwargs!r}")
         if self.model is None:
             return
+        if is_factory_name(self.model):
+            check_factory(self.model, self.model_kwargs)
+            return
         if self.model not in models.MODELS:
-            raise ValueError(f"unknown model {self.model!r}; valid: {', '.join(models.MODELS)}")
+            raise ValueError(f"unknown model {self.model!r}; valid: {', '.join(models.MODELS)}, or your own "
+                             "as package.module:function")
         models.check_kwargs(self.model, self.model_kwargs)
 
 

@@ -41,6 +41,7 @@ import pandas as pd
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from .blocknet import grad_input
 from .methods import Learner
 
 
@@ -84,20 +85,21 @@ def module_costs(learner: Learner, x: torch.Tensor, y: torch.Tensor) -> pd.DataF
         h = inputs[m]
         ins, outs, fwd = [], [], []
         for j, b in enumerate(blocks):
-            if j > 0:  # inside a module the gradient flows back into the previous block
-                h = h.detach().requires_grad_(h.is_floating_point())
-            ins.append(h)
-            f, h = _count(lambda b=b, h=h: learner.net.blocks[b](h))
+            # inside a module the gradient flows back into the previous block
+            leaf, fed = grad_input(h, requires_grad=j > 0)
+            ins.append(leaf)
+            f, h = _count(lambda b=b, fed=fed: learner.net.blocks[b](fed))
             outs.append(h)
             fwd.append(f)
-        head_in = h.detach().requires_grad_(True)
+        head_in, head_fed = grad_input(h)
         head = learner.heads[m]
-        f_head, loss = _count(lambda: learner.net.loss(head(head_in), y))
+        f_head, loss = _count(lambda: learner.net.loss(head(head_fed), y))
         g_head, _ = _count(lambda: loss.backward())
         grad, block_rows = head_in.grad, []
         for j in reversed(range(len(blocks))):  # backward through the module, last block first
             inp, out = ins[j], outs[j]
-            g_block, _ = _count(lambda: out.backward(grad))
+            # a block without parameters on the module's (detached) input has no backward
+            g_block = _count(lambda: out.backward(grad))[0] if out.requires_grad else 0.0
             grad = inp.grad if inp.requires_grad else None
             block_rows.append(dict(module=m, part=f"block {blocks[j]}", block=blocks[j], forward=fwd[j] / n,
                                    backward=g_block / n, input_grad=inp.requires_grad))

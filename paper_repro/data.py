@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 from .datafiles import (  # noqa: F401  (DataError, HINTS, locate and the name lists are part of this API)
     DATASETS, DOWNLOADABLE, HINTS, IMAGE_DATASETS, TEXT_DATASETS, DataError, balanced_subset,
-    check_name_and_download, existing_dir, load_cifar10, load_imagefolder, locate)
+    check_data_dir, check_name_and_download, existing_dir, load_cifar10, load_imagefolder, locate)
 
 SPLITS = ("train", "test")
 TEXT_LEVELS = ("byte", "char")
@@ -167,6 +167,7 @@ def load(name: str, data_dir: str | os.PathLike | None = None, *, seq_len: int =
     ImageFolder images. ``image_size`` resizes (shorter side) and center-crops images;
     ``data_dir`` is ignored for digits."""
     check_name_and_download(name, download)
+    check_data_dir(data_dir)
     for key, value in (("max_train", max_train), ("max_test", max_test), ("image_size", image_size)):
         if value is not None:
             _check_positive(key, value)

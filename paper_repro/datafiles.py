@@ -54,6 +54,14 @@ class DataError(ValueError):
 
 
 # -- where the data is ----------------------------------------------------------------------
+def check_data_dir(data_dir) -> None:
+    """A TypeError naming ``data_dir`` unless it is a path (str or os.PathLike) or None."""
+    if data_dir is not None and not isinstance(data_dir, (str, os.PathLike)):
+        raise TypeError(f"data_dir must be a path (a str or os.PathLike) or None, got {data_dir!r} "
+                        f"({type(data_dir).__name__}); the other options of data.load are keyword-only "
+                        f"(e.g. seed=42)")
+
+
 def check_name_and_download(name, download):
     """A known data set name, and ``download`` only for one that can be downloaded."""
     if name not in DATASETS:
@@ -69,6 +77,7 @@ def locate(name: str, data_dir: str | os.PathLike | None = None, *, download: bo
     without ``data_dir``). With ``download=True`` a missing CIFAR-10 is fetched into ``data_dir``
     first. Raises DataError naming the path tried and how to get the data."""
     check_name_and_download(name, download)
+    check_data_dir(data_dir)
     if name == "digits" or (name == "text" and data_dir is None):
         return None
     if name == "text":

@@ -29,6 +29,7 @@ are the ideal-machine numbers.
 """
 from __future__ import annotations
 
+import copy
 from types import SimpleNamespace
 from typing import Callable
 
@@ -72,9 +73,16 @@ def pipeline_estimate(make_net: Callable[[], BlockNet | nn.Sequential], x: torch
     ``flops_per_sample`` (the slowest device's, bubbles included), ``speedup`` (throughput
     relative to one device), ``bytes_forward`` / ``bytes_backward`` per sample between
     devices, and ``peak_memory_bytes`` per device (a list). ``make_net()`` returns a fresh
-    BlockNet or nn.Sequential (wrapped with ``num_classes`` default heads)."""
+    BlockNet or nn.Sequential (wrapped with ``num_classes`` default heads); a model given
+    instead of a function is deep-copied for each build."""
     if not isinstance(devices, int) or devices < 2:
         raise ValueError(f"devices must be an integer >= 2, got {devices!r}")
+    if isinstance(make_net, (nn.Module, list, tuple)):
+        model = make_net
+        make_net = lambda: copy.deepcopy(model)  # noqa: E731  (two independent copies of the model)
+    elif not callable(make_net):
+        raise TypeError(f"make_net must be a function returning a BlockNet or an nn.Sequential (or the model "
+                        f"itself), got {type(make_net).__name__}")
     num_classes = num_classes or int(y.max()) + 1
     spec = _spec(x, y, num_classes)
     first = make_net()

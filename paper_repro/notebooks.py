@@ -24,6 +24,7 @@ same packages as the caller.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import threading
@@ -33,11 +34,13 @@ from pathlib import Path
 import psutil
 from tqdm.auto import tqdm
 
-from . import signals
+from . import kernel_log, signals
 from .settings import PROFILES
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+# arguments of every kernel: its log leaves out ipykernel's warning about unencrypted TCP
+KERNEL_ARGUMENTS = [f"--IPKernelApp.logging_config={json.dumps(kernel_log.LOGGING_CONFIG)}"]
 
 
 def check_parameters(values: dict, types: dict) -> None:
@@ -113,6 +116,28 @@ def notebook_parameters(pm, path: Path, base: dict, *extra: dict | None) -> dict
     return out
 
 
+def declared_parameters(pm, paths) -> dict[str, list[str]]:
+    """``{parameter: [notebooks that declare it]}`` over the notebooks at ``paths``."""
+    declared: dict[str, list[str]] = {}
+    for path in paths:
+        for name in pm.inspect_notebook(str(path)):
+            declared.setdefault(name, []).append(Path(path).stem)
+    return declared
+
+
+def check_parameter_names(paths, names) -> None:
+    """ValueError naming the first of ``names`` that none of the notebooks at ``paths``
+    declares in its ``parameters`` cell (a misspelt ``-p``), with the ones they declare."""
+    import papermill as pm
+
+    declared = declared_parameters(pm, paths)
+    for name in names:
+        if name not in declared:
+            which = f"notebook {Path(paths[0]).stem}" if len(paths) == 1 else f"any of the {len(paths)} notebooks"
+            raise ValueError(f"unknown notebook parameter {name!r}: not declared by {which}; "
+                             f"valid: {', '.join(sorted(declared)) or '(none)'}")
+
+
 def _execute(pm, path: Path, out_path: Path, params: dict, timeout) -> None:
     """``pm.execute_notebook`` in a worker thread, so that Ctrl-C and SIGTERM reach this (main)
     thread (the notebook client would otherwise take them over, shut the kernel down and let
@@ -123,7 +148,8 @@ def _execute(pm, path: Path, out_path: Path, params: dict, timeout) -> None:
     def target():
         try:
             pm.execute_notebook(str(path), str(out_path), parameters=params, kernel_name="python3",
-                                cwd=str(path.parent), progress_bar=False, execution_timeout=timeout)
+                                cwd=str(path.parent), progress_bar=False, execution_timeout=timeout,
+                                extra_arguments=KERNEL_ARGUMENTS)
         except BaseException as e:  # noqa: BLE001 - handed to the main thread
             error.append(e)
 
@@ -168,7 +194,8 @@ def select_notebooks(paths, only=None):
 
 
 def run_notebooks(profile="quick", only=None, out_dir="out/notebooks", figures_dir="figures",
-                  timeout=None, notebooks_dir=NOTEBOOKS_DIR, parameters=None, per_notebook=None):
+                  timeout=None, notebooks_dir=NOTEBOOKS_DIR, parameters=None, per_notebook=None,
+                  progress=True):
     """Execute the notebooks with Papermill.
 
     profile: 'quick' | 'cpu' | 'full', injected as the notebook parameter ``profile``.
@@ -180,6 +207,7 @@ def run_notebooks(profile="quick", only=None, out_dir="out/notebooks", figures_d
     parameters: ``{name: value}`` injected into every notebook that declares that parameter.
     per_notebook: ``{notebook stem: {name: value}}`` injected into that notebook (after
     ``parameters``), again only where the notebook declares the parameter.
+    progress: show a progress bar over the notebooks.
 
     Relative ``out_dir`` / ``figures_dir`` are taken from the current directory.
     Returns a list of (name, seconds, status) with status 'ok' or 'failed'.
@@ -200,7 +228,7 @@ def run_notebooks(profile="quick", only=None, out_dir="out/notebooks", figures_d
     params = {"profile": profile, "figures_dir": str(figures_dir)}
 
     results, failures = [], []
-    bar = tqdm(paths, desc=f"notebooks ({profile})", unit="nb")
+    bar = tqdm(paths, desc=f"notebooks ({profile})", unit="nb", disable=not progress)
     with signals.sigterm_as_interrupt():
         try:
             for path in bar:

@@ -161,49 +161,59 @@ def _workload(notebook: str, grid: Grid) -> Workload:
     return Workload(notebook, grid, shape, classes)
 
 
-def plan(profile: str = "full", sustained_flops: float = DEFAULT_SUSTAINED_FLOPS) -> pd.DataFrame:
+def _selected(notebook: str, notebooks) -> bool:
+    return notebooks is None or notebook in notebooks
+
+
+def plan(profile: str = "full", sustained_flops: float = DEFAULT_SUSTAINED_FLOPS,
+         notebooks: list[str] | None = None) -> pd.DataFrame:
     """One row per workload: runs, training FLOPs and GPU-hours at ``sustained_flops`` FLOP/s,
     then a total row. Notebooks that train no grid (:data:`UNPLANNED_NOTEBOOKS`) are listed
-    without FLOPs."""
+    without FLOPs. ``notebooks``: the names (stems) of the notebooks to plan (None: all)."""
     if not sustained_flops > 0:
         raise ValueError(f"sustained_flops must be > 0 FLOP/s, got {sustained_flops!r}")
     rows = []
     for w in workloads(profile):
+        if not _selected(w.notebook, notebooks):
+            continue
         with torch.device("meta"):  # shapes only: counts the FLOPs, allocates nothing
             flops = grid_flops(w.grid, w.input_shape, w.num_classes)["flops"]
         rows.append(dict(notebook=w.notebook, workload=w.grid.description or w.grid.name,
                          dataset=w.grid.dataset, runs=len(w.grid.points()), flops=flops,
                          gpu_hours=flops / sustained_flops / 3600))
     for nb, what in UNPLANNED_NOTEBOOKS.items():
-        if (NOTEBOOKS_DIR / f"{nb}.ipynb").is_file():
+        if (NOTEBOOKS_DIR / f"{nb}.ipynb").is_file() and _selected(nb, notebooks):
             rows.append(dict(notebook=nb, workload=what, dataset="", runs=0, flops=float("nan"),
                              gpu_hours=float("nan")))
-    table = pd.DataFrame(rows).sort_values("notebook", kind="stable").reset_index(drop=True)
+    columns = ["notebook", "workload", "dataset", "runs", "flops", "gpu_hours"]
+    table = pd.DataFrame(rows, columns=columns).sort_values("notebook", kind="stable").reset_index(drop=True)
     total = dict(notebook="total", workload=f"at {sustained_flops / 1e12:g} TFLOP/s sustained (assumed)",
                  dataset="", runs=int(table["runs"].sum()), flops=table["flops"].sum(),
                  gpu_hours=table["gpu_hours"].sum())
     return pd.concat([table, pd.DataFrame([total])], ignore_index=True)
 
 
-def data_sources(profile: str, data_dirs: dict | None) -> dict:
-    """{notebook: (data set, path)} for the notebooks that read a data set from a path."""
+def data_sources(profile: str, data_dirs: dict | None, notebooks: list[str] | None = None) -> dict:
+    """{notebook: (data set, path)} for the notebooks that read a data set from a path, among
+    ``notebooks`` (names; None: all)."""
     data_dirs = dict(data_dirs or {})
     unknown = sorted(set(data_dirs) - set(DATA_SETS))
     if unknown:
         raise ValueError(f"unknown data set(s) {', '.join(unknown)} in data_dirs; valid: {', '.join(DATA_SETS)}")
     return {w.notebook: (w.grid.dataset, data_dirs.get(w.grid.dataset))
-            for w in workloads(profile) if w.grid.dataset in DATA_SETS}
+            for w in workloads(profile) if w.grid.dataset in DATA_SETS and _selected(w.notebook, notebooks)}
 
 
 def check(profile: str = "full", data_dirs: dict | None = None, out_dir="results", *, min_devices: int = 1,
           min_free_gb: float = DEFAULT_MIN_FREE_GB, sustained_flops: float = DEFAULT_SUSTAINED_FLOPS,
-          with_plan: bool = True) -> Report:
+          with_plan: bool = True, notebooks: list[str] | None = None) -> Report:
     """All checks, then the plan. ``data_dirs`` maps a data set (cifar10 | imagenet | text) to its
-    path; ``min_devices=0`` skips the CUDA check."""
+    path; ``min_devices=0`` skips the CUDA check; ``notebooks`` (names, e.g. ``["05_gradient_similarity"]``)
+    limits the data checks and the plan to those notebooks (None: all)."""
     problems, n = check_cuda(min_devices) if min_devices > 0 else ([], torch.cuda.device_count())
-    problems += check_data(data_sources(profile, data_dirs), profile)
+    problems += check_data(data_sources(profile, data_dirs, notebooks), profile)
     problems += check_output(out_dir, min_free_gb)
-    table = plan(profile, sustained_flops) if with_plan else pd.DataFrame()
+    table = plan(profile, sustained_flops, notebooks) if with_plan else pd.DataFrame()
     return Report(problems=problems, plan=table, cuda_devices=n)
 
 

@@ -7,7 +7,9 @@ Profiles: ``quick`` (offline, minutes on a 2-core CPU: what the notebook tests r
 ==========================================  ============================  =====================
 study                                       function                      returns
 ==========================================  ============================  =====================
-mlp, transformer, resnet, resnet-imagenet   :func:`compute_grid`          a sweep ``Grid``
+mlp, mlp-deep, transformer, resnet,         :func:`compute_grid`          a sweep ``Grid``
+resnet-imagenet
+mlp-modules                                 :func:`module_grids`          ``{depth: Grid}``
 quickstart                                  :func:`quickstart_config`     a ``TrainConfig``
 gradient, features, random_labels           :func:`similarity_settings`   a dict of run sizes
 pipeline                                    :func:`pipeline_settings`     a dict of run options
@@ -29,7 +31,7 @@ from .sweep.grid import Grid
 from .train import TrainConfig
 
 PROFILES = ("quick", "cpu", "full")
-COMPUTE_STUDIES = ("mlp", "transformer", "resnet", "resnet-imagenet")
+COMPUTE_STUDIES = ("mlp", "mlp-deep", "transformer", "resnet", "resnet-imagenet")
 SIMILARITY_STUDIES = ("gradient", "features", "random_labels")
 LOCAL = ["greedy", "overlapping", "chunked-2"]
 
@@ -53,6 +55,11 @@ _GRIDS = {
         batch_sizes=[8, 32, 128, 512], lrs=[3e-3], seeds=[0, 1], steps=150, eval_examples=360,
         eval_every_examples=128, train_eval_examples=500,
         description="4x128 MLP on sklearn digits, 150 steps per point"),
+    ("mlp-deep", "quick"): dict(
+        name="mlp_deep_digits_quick", model="mlp", dataset="digits", model_kwargs=dict(depth=8, width=64),
+        methods=["backprop", "greedy", "chunked-2"], batch_sizes=[16, 64, 256], lrs=[3e-3], seeds=[0, 1],
+        steps=100, eval_examples=360, eval_every_examples=128, train_eval_examples=500,
+        description="8x64 MLP on sklearn digits (64 inputs), 100 steps per point"),
     ("transformer", "quick"): dict(
         name="transformer_text_quick", model="transformer", dataset="text",
         model_kwargs=dict(d_model=32, n_layers=4, n_heads=2), data_kwargs=dict(seq_len=32),
@@ -117,12 +124,25 @@ _GRIDS = {
 }
 
 
+# Speedup against the number of local modules: the deep MLP of "mlp-deep" at several depths
+# (each depth its own sweep store), at large batches only, where the high-compute headline lives.
+# "grid" is a Grid with "{depth}" in its name; the depth goes into model_kwargs.
+_MODULES = {
+    "quick": dict(depths=[2, 4, 8], grid=dict(
+        name="mlp_depth{depth}_digits_quick", model="mlp", dataset="digits", model_kwargs=dict(width=64),
+        methods=["backprop", "greedy", "chunked-2"], batch_sizes=[64, 256], lrs=[3e-3], seeds=[0, 1], steps=60,
+        eval_examples=360, eval_every_examples=128, train_eval_examples=500,
+        description="{depth}x64 MLP on sklearn digits, 60 steps per point")),
+}
+
 # How the compute studies are read: the rule that decides when a run reaches a target
 # (paper_repro.analysis.parse_rule), the other reasonable rules the sensitivity table tries,
 # and fixed targets (None: chosen from the data by analysis.suggest_targets). A grid that
 # does not evaluate a training subset is read by its training loss over a window of examples.
 _ANALYSIS = {
     ("mlp", "quick"): dict(rule="eval", rules=["eval", "examples:256", "examples:1024"], targets=None),
+    ("mlp-deep", "quick"): dict(rule="eval", rules=["eval", "examples:256", "examples:1024"], targets=None),
+    ("mlp-modules", "quick"): dict(rule="eval", rules=["eval", "examples:256"], targets=[1.0, 0.6]),
     ("transformer", "quick"): dict(rule="eval", rules=["eval", "examples:64", "examples:256"], targets=None),
     ("resnet", "quick"): dict(rule="eval", rules=["eval", "examples:256", "examples:1024"], targets=None),
     ("mlp", "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"], targets=[1.7, 1.5, 1.35]),
@@ -246,6 +266,22 @@ _PIPELINE = {
                  repeats=2),
 }
 
+# The communication figure of 04: bytes per step of ResNet-34 at 224x224 (the paper's setting)
+# from the boundary tensors' shapes, for several processor counts and micro-batch sizes (no
+# training, so every profile draws the same figure).
+_COMMUNICATION = dict(model="resnet34", model_kwargs={}, image_size=224, num_classes=1000, dtype="float32",
+                      micro_batch=[1, 2, 4, 8, 16, 32, 64], micro_batches=16, processors=[2, 4, 8],
+                      schedules=["local", "1f1b"])
+
+# The all-schedule throughput figure of 04: the committed `bench pipeline --schedule all` runs
+# (2 gloo processes on 2-core CPUs, 3 interleaved repeats each), files in results/pipeline.
+_STORED_RUNS = {
+    "run 1": ["mlp8x1024_targets_cpu2.json", "resnet18w16_targets_cpu2.json"],
+    "run 2 (another CPU)": ["mlp8x1024_targets_cpu2_rerun.json", "resnet18w16_targets_cpu2_rerun.json"],
+    "run 3 (run 2's CPU, chunk cut fixed)": ["mlp8x1024_targets_cpu2_fixedcut.json",
+                                             "resnet18w16_targets_cpu2_fixedcut.json"],
+}
+
 # ----------------------------------------------------------------------- scaling (08)
 # The simulated scaling study (paper_repro.simulate.scaling): ResNet-34 at 224x224 and a
 # 64-layer Transformer LM. quick = the per-block costs cached in results/simulate (measured on
@@ -285,7 +321,7 @@ _SCALING = {
 # every study -> its profiles
 STUDIES = {**{s: tuple(p for t, p in _GRIDS if t == s) for s in COMPUTE_STUDIES},
            "quickstart": tuple(_QUICKSTART), **{s: tuple(_SIMILARITY[s]) for s in SIMILARITY_STUDIES},
-           "pipeline": tuple(_PIPELINE), "scaling": tuple(_SCALING)}
+           "mlp-modules": tuple(_MODULES), "pipeline": tuple(_PIPELINE), "scaling": tuple(_SCALING)}
 
 
 def _check(study: str, profile: str, known: tuple) -> None:
@@ -303,9 +339,22 @@ def compute_grid(study: str, profile: str = "quick") -> Grid:
     return Grid(**copy.deepcopy(_GRIDS[(study, profile)]))
 
 
+def module_grids(profile: str = "quick") -> dict[int, Grid]:
+    """The grids of the speedup-vs-modules study at ``profile``: ``{depth: Grid}``."""
+    _check("mlp-modules", profile, ("mlp-modules",))
+    spec = copy.deepcopy(_MODULES[profile])
+    out = {}
+    for depth in spec["depths"]:
+        grid = dict(spec["grid"], name=spec["grid"]["name"].format(depth=depth),
+                    description=spec["grid"]["description"].format(depth=depth))
+        grid["model_kwargs"] = dict(grid["model_kwargs"], depth=depth)
+        out[depth] = Grid(**grid)
+    return out
+
+
 def analysis_settings(study: str, profile: str = "quick") -> dict:
     """How ``study`` at ``profile`` is read: ``rule``, sensitivity ``rules``, ``targets``."""
-    _check(study, profile, COMPUTE_STUDIES)
+    _check(study, profile, (*COMPUTE_STUDIES, "mlp-modules"))
     return copy.deepcopy(_ANALYSIS.get((study, profile), _FULL_ANALYSIS))
 
 
@@ -332,6 +381,17 @@ def pipeline_settings(profile: str = "quick") -> dict:
     return copy.deepcopy(_PIPELINE[profile])
 
 
+def communication_settings() -> dict:
+    """The communication figure's model, sizes and schedules (``processors``: stage counts;
+    the rest goes to :func:`paper_repro.distributed.bench.comm_by_size`)."""
+    return copy.deepcopy(_COMMUNICATION)
+
+
+def stored_pipeline_runs() -> dict:
+    """The committed all-schedule benchmark runs: ``{run name: [record files in results/pipeline]}``."""
+    return copy.deepcopy(_STORED_RUNS)
+
+
 def scaling_settings(profile: str = "quick") -> dict:
     """The scaling notebook's model settings, sizes and schedules at ``profile``
     (``calibrations``: cached per-block cost files in the notebook's calibration folder, or
@@ -351,6 +411,8 @@ def get(study: str, profile: str = "quick", **kwargs):
         return quickstart_config(profile, **kwargs)
     if study in SIMILARITY_STUDIES:
         return similarity_settings(study, profile)
+    if study == "mlp-modules":
+        return module_grids(profile)
     if study == "pipeline":
         return pipeline_settings(profile)
     if study == "scaling":

@@ -16,7 +16,7 @@ from . import analysis, settings, sweep
 from .plots.labels import figure_title, grid_labels
 
 # the number of each study's notebook: its figures are named NN_<study>_<what>_<profile>.png
-NOTEBOOK_NUMBERS = {"mlp": "01", "transformer": "02", "resnet": "03"}
+NOTEBOOK_NUMBERS = {"mlp": "01", "mlp-deep": "01", "transformer": "02", "resnet": "03"}
 
 
 @dataclass
@@ -49,6 +49,20 @@ class Study:
                 f"{diverged} diverged; rule {self.rule!r}, targets {self.targets}")
 
 
+def _sweep_records(grid: sweep.Grid, profile: str, *, results_dir, data_dir, device, workers,
+                   train_missing) -> tuple[Path, pd.DataFrame]:
+    """Run (or resume, or only read) ``grid``'s store and return it with its records. The quick
+    profile always trains afresh in a temporary store."""
+    if profile == "quick":
+        root = Path(tempfile.mkdtemp()) / grid.name
+    else:
+        root = Path(results_dir) / sweep.store_name(grid, data_dir)
+    if train_missing or profile == "quick":
+        print(sweep.run_sweep(grid, root, workers=workers, device=device, data_dir=data_dir,
+                              threads=None if device.startswith("cuda") else 1, progress=profile != "quick"))
+    return root, sweep.load_results(root)
+
+
 def compute_study(study: str, profile: str = "quick", *, results_dir="results", data_dir=None, device="cpu",
                   workers: int = 1, rule: str | None = None, targets=None, train_missing: bool = True,
                   allow_cpu: bool = False) -> Study:
@@ -64,14 +78,8 @@ def compute_study(study: str, profile: str = "quick", *, results_dir="results", 
                          "device='cuda', or allow_cpu=True to train it on the CPU on purpose, or "
                          "train_missing=False to read a store")
     grid = settings.compute_grid(study, profile)
-    if profile == "quick":
-        root = Path(tempfile.mkdtemp()) / grid.name
-    else:
-        root = Path(results_dir) / sweep.store_name(grid, data_dir)
-    if train_missing or profile == "quick":
-        print(sweep.run_sweep(grid, root, workers=workers, device=device, data_dir=data_dir,
-                              threads=None if device.startswith("cuda") else 1, progress=profile != "quick"))
-    df = sweep.load_results(root)
+    root, df = _sweep_records(grid, profile, results_dir=results_dir, data_dir=data_dir, device=device,
+                              workers=workers, train_missing=train_missing)
     reading = settings.analysis_settings(study, profile)
     rule = rule or reading["rule"]
     targets = targets or reading["targets"] or analysis.suggest_targets(df, n=3, rule=rule)
@@ -79,3 +87,31 @@ def compute_study(study: str, profile: str = "quick", *, results_dir="results", 
     return Study(study=study, profile=profile, device=device, grid=grid, root=root, records=df, rule=rule,
                  targets=list(targets), sensitivity_rules=reading["rules"],
                  tables=analysis.study_tables(df, targets, rule), labels=grid_labels(grid, data_name))
+
+
+def modules_study(profile: str = "quick", *, results_dir="results", data_dir=None, device="cpu", workers: int = 1,
+                  rule: str | None = None, targets=None, train_missing: bool = True) -> pd.DataFrame:
+    """Speedup at the high-compute end against the number of blocks (greedy's local modules):
+    the sweeps of :func:`paper_repro.settings.module_grids` (run, resumed or only read, as
+    :func:`compute_study`), each analysed alone. One row per (depth, method, target):
+    ``high_compute_speedup`` with its range over seeds (``_lo``, ``_hi``), ``max_speedup``,
+    ``critical_path_ratio`` (backprop's critical path over the method's: the bound at equal
+    steps) and ``num_modules``."""
+    reading = settings.analysis_settings("mlp-modules", profile)
+    rule = rule or reading["rule"]
+    targets = list(targets or reading["targets"])
+    rows = []
+    for depth, grid in settings.module_grids(profile).items():
+        _, df = _sweep_records(grid, profile, results_dir=results_dir, data_dir=data_dir, device=device,
+                               workers=workers, train_missing=train_missing)
+        if df.empty:
+            continue
+        costs = analysis.cost_table(df)
+        headline = analysis.study_tables(df, targets, rule).headline
+        for _, h in headline.iterrows():
+            rows.append(dict(depth=depth, method=h["method"], target=h["target"],
+                             num_modules=int(costs.loc[h["method"], "num_modules"]),
+                             critical_path_ratio=float(costs.loc[h["method"], "critical_path_vs_backprop"]),
+                             **{k: h.get(k) for k in ("high_compute_speedup", "high_compute_speedup_lo",
+                                                      "high_compute_speedup_hi", "max_speedup")}))
+    return pd.DataFrame(rows)

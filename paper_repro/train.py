@@ -9,6 +9,12 @@ and at the end, NaN elsewhere), ``train_eval_loss`` (see below) and ``wall_time`
 instead of raising. Ctrl-C raises :class:`TrainInterrupted` carrying the records of the
 finished steps.
 
+On the CPU the losses are read every step. On an accelerator they stay on the device and are
+read every ``LOSS_READ_EVERY`` steps, before every evaluation and at the end, so that the
+device never waits for the host: the records are the same (a run that diverges keeps the
+rows up to its first non-finite loss; the steps it ran past it until the next read are
+dropped), except that ``wall_time`` between two reads is when a step was queued, not done.
+
 Options for compute-efficiency studies, which compare runs of different batch sizes at
 equal numbers of examples:
 
@@ -23,6 +29,9 @@ equal numbers of examples:
 * ``stop_loss`` (default None: off; needs ``eval_every_examples``). The run stops, with
   ``status == "finished"`` and the records so far, at the first training-subset
   evaluation whose ``train_eval_loss <= stop_loss``.
+* ``stop_overshoot`` (default 0; needs ``stop_loss``). Go on past that evaluation until the
+  examples seen are ``1 + stop_overshoot`` times those seen when it happened, so that rules
+  which smooth the training loss over a window of examples can also be read at ``stop_loss``.
 """
 from __future__ import annotations
 
@@ -60,6 +69,7 @@ class TrainConfig(ModelParts, DataParts, OptimParts):
     eval_every_examples: int = 0    # 0: no training-subset evaluation
     train_eval_examples: int | None = None  # None: the whole training split
     stop_loss: float | None = None  # stop at the first train_eval_loss <= stop_loss
+    stop_overshoot: float = 0.0     # ... after this fraction more examples
     device: str = "cpu"
     progress: bool = True
 
@@ -87,6 +97,11 @@ class TrainConfig(ModelParts, DataParts, OptimParts):
             if self.eval_every_examples == 0:
                 raise ValueError(f"stop_loss={self.stop_loss!r} needs eval_every_examples > 0 "
                                  "(the loss it is compared with is the training-subset evaluation)")
+        if (not isinstance(self.stop_overshoot, (int, float)) or isinstance(self.stop_overshoot, bool)
+                or not self.stop_overshoot >= 0 or math.isinf(self.stop_overshoot)):
+            raise ValueError(f"stop_overshoot must be a finite number >= 0, got {self.stop_overshoot!r}")
+        if self.stop_overshoot and self.stop_loss is None:
+            raise ValueError(f"stop_overshoot={self.stop_overshoot!r} needs stop_loss (it counts examples past it)")
         if self.method is not None:
             methods.parse_spec(self.method)  # syntax only: the K bound is checked on the net
         check_device(self.device)
@@ -126,26 +141,53 @@ class TrainInterrupted(KeyboardInterrupt):
         self.result = result
 
 
+def check_batch_fits(batch_size: int, data: data_mod.DataSet, option: str = "batch_size") -> None:
+    """A batch larger than the training split would repeat examples within a step: a ValueError
+    naming ``option`` (the CLI says ``--batch-size``), both numbers and the data set."""
+    n = data.num_examples("train")
+    if batch_size > n:
+        unit = "window start positions" if data.kind == "text" else "examples"
+        raise ValueError(f"{option} {batch_size} is larger than the training split of {data.name!r} "
+                         f"({n:,} {unit}); use at most {n}")
+
+
 def check_fits(learner: methods.Learner, data: data_mod.DataSet, cfg: TrainConfig) -> None:
     """Run two training examples through every local module (eval mode, no gradients, no
     state change): a model that does not fit the data fails here, before any training, with
-    a ValueError naming the shape the model expects and the shape the data set gives."""
+    a ValueError naming the shape the model expects and the shape the data set gives, or, when
+    its head predicts fewer classes than the data set has, both numbers of classes."""
     x, y = data.batch("train", torch.arange(min(2, data.num_examples("train"))))
     was_training = learner.training
     learner.eval()
     try:
         with torch.no_grad():
-            learner.losses(x.to(cfg.device), y.to(cfg.device))
+            x, y = x.to(cfg.device), y.to(cfg.device)
+            _check_classes(learner, data, x)
+            learner.losses(x, y)
     except torch.OutOfMemoryError:
         raise
     except (RuntimeError, IndexError) as err:
         reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise ValueError(f"model {learner.net.name} expects "
-                         f"{learner.net.expects or 'other input'}, but data set {cfg.dataset!r} gives "
+                         f"{learner.net.expects or 'other input'}, but data set {data.name!r} gives "
                          f"examples of shape {tuple(data.input_shape)} (a batch: {tuple(x.shape)}, "
                          f"{str(x.dtype).replace('torch.', '')}): {reason}") from err
     finally:
         learner.train(was_training)
+
+
+def _check_classes(learner: methods.Learner, data: data_mod.DataSet, x: torch.Tensor) -> None:
+    """ValueError when the net's head gives fewer logits than ``data`` has classes (tokens).
+    A forward that fails is left to the caller, which reports the shapes."""
+    try:
+        logits = learner.net(x)
+    except (RuntimeError, IndexError):
+        return
+    if logits.dim() >= 2 and logits.shape[-1] < data.num_classes:
+        what = "tokens (its vocabulary size)" if data.kind == "text" else "classes: labels 0.." + str(data.num_classes - 1)
+        raise ValueError(f"the labels of data set {data.name!r} exceed num_classes: model {learner.net.name} "
+                         f"predicts {logits.shape[-1]} classes, but the data set has {data.num_classes} {what}; "
+                         f"build the model with num_classes={data.num_classes}")
 
 
 def build_learner(cfg: TrainConfig, data: data_mod.DataSet) -> methods.Learner:
@@ -221,6 +263,34 @@ def evaluate_indices(net: models.BlockNet, data: data_mod.DataSet, split: str, i
     return total / max(count, 1)
 
 
+LOSS_READ_EVERY = 50  # off the CPU: steps between reads of the losses to the host
+
+
+def _loss_read_every(device) -> int:
+    """Steps between reads of the training losses to the host. On the CPU every step (a read
+    costs nothing there); on an accelerator every ``LOSS_READ_EVERY`` steps, since each read
+    waits for all the queued work and would otherwise stall the device once per step."""
+    return 1 if torch.device(device).type == "cpu" else LOSS_READ_EVERY
+
+
+def _read_losses(pending: list, rows: list) -> dict | None:
+    """Write the losses of ``pending`` (row, its losses still on the device) into their rows,
+    with one read from the device for all of them, and empty ``pending``. Returns the first
+    row with a NaN or inf loss, after dropping the ``rows`` that follow it, or None."""
+    values = torch.stack([losses for _, losses in pending]).tolist()
+    bad = None
+    for (row, _), losses in zip(pending, values):
+        row.update({f"loss_{m}": v for m, v in enumerate(losses)}, final_loss=losses[-1])
+        if bad is None and not all(math.isfinite(v) for v in losses):
+            bad = row
+    pending.clear()
+    for j, row in enumerate(rows):
+        if row is bad:
+            del rows[j + 1:]
+            break
+    return bad
+
+
 def crosses(step: int, batch_size: int, every: int) -> bool:
     """True when the examples seen pass a multiple of ``every`` during step ``step``."""
     return every > 0 and (step * batch_size) // every > ((step - 1) * batch_size) // every
@@ -231,12 +301,20 @@ def train(cfg: TrainConfig, data: data_mod.DataSet | None = None,
           learner: methods.Learner | None = None) -> TrainResult:
     """Train ``cfg`` for ``cfg.steps`` steps; ``callback(step, learner, x, y)`` runs before each update.
 
+    With ``data`` given, the records name its data set (``data.name``), whatever ``cfg.dataset``
+    says. A ``cfg.batch_size`` larger than the training split is a ValueError naming both.
     With ``learner`` given, that learner is trained (and checked to fit ``data`` first); the
     records then name its model and method, and ``cfg.model`` / ``cfg.method`` must be
     None or agree with it (ValueError naming both otherwise). ``result.config`` is ``cfg``
     with those two names filled in."""
-    cfg.validate()
-    data = data if data is not None else load_data(cfg)
+    if data is not None:  # the records name the data trained on, whatever cfg.dataset says
+        named = dataclasses.replace(cfg, dataset=data.name)
+        (named if data.name in data_mod.DATASETS else cfg).validate()  # a name of the user's own passes
+        cfg = named
+    else:
+        cfg.validate()
+        data = load_data(cfg)
+    check_batch_fits(cfg.batch_size, data)
     if learner is None:
         learner = build_learner(cfg, data)
     else:
@@ -248,6 +326,8 @@ def train(cfg: TrainConfig, data: data_mod.DataSet | None = None,
     batches = data.sampler("train", cfg.batch_size, gen)
     train_idx = train_eval_indices(data, cfg.train_eval_examples) if cfg.eval_every_examples else None
     rows, status, start = [], "finished", time.perf_counter()
+    pending, read_every = [], _loss_read_every(cfg.device)  # losses not yet read to the host
+    stop_at = math.inf  # examples after which the run stops, once stop_loss is reached
     bar = tqdm(range(1, cfg.steps + 1), desc=f"{cfg.model}/{cfg.method}", disable=not cfg.progress,
                leave=False, mininterval=1.0)
     try:
@@ -258,30 +338,39 @@ def train(cfg: TrainConfig, data: data_mod.DataSet | None = None,
                 callback(step, learner, x, y)
             opt.zero_grad(set_to_none=True)
             losses = learner.losses(x, y)
-            values = [float(v.detach()) for v in losses]
             row = {"step": step, "examples": step * cfg.batch_size,
-                   **{f"loss_{m}": v for m, v in enumerate(values)}, "final_loss": values[-1],
+                   **{f"loss_{m}": math.nan for m in range(len(losses))}, "final_loss": math.nan,
                    "eval_loss": math.nan, "eval_acc": math.nan, "train_eval_loss": math.nan}
-            if not all(math.isfinite(v) for v in values):
+            pending.append((row, torch.stack([v.detach() for v in losses])))
+            test_eval = step == cfg.steps or (cfg.eval_every and step % cfg.eval_every == 0)
+            train_eval = train_idx is not None and (step == cfg.steps or crosses(step, cfg.batch_size,
+                                                                                 cfg.eval_every_examples))
+            # the losses are read before every evaluation, so none is made after a non-finite loss
+            if (step % read_every == 0 or test_eval or train_eval) and (bad := _read_losses(pending, rows)):
                 status = "diverged"
-            else:
-                sum(losses).backward()
-                opt.step()
-                if step == cfg.steps or (cfg.eval_every and step % cfg.eval_every == 0):
-                    row["eval_loss"], row["eval_acc"] = evaluate(learner.net, data, "test", cfg.eval_examples,
-                                                                 cfg.device)
-                if train_idx is not None and (step == cfg.steps or crosses(step, cfg.batch_size,
-                                                                             cfg.eval_every_examples)):
-                    row["train_eval_loss"] = evaluate_indices(learner.net, data, "train", train_idx, cfg.device)
+                if bad is row:  # this step's loss: recorded, no update made
+                    row["wall_time"] = time.perf_counter() - start
+                    rows.append(row)
+                break
+            sum(losses).backward()
+            opt.step()
+            if test_eval:
+                row["eval_loss"], row["eval_acc"] = evaluate(learner.net, data, "test", cfg.eval_examples, cfg.device)
+            if train_eval:
+                row["train_eval_loss"] = evaluate_indices(learner.net, data, "train", train_idx, cfg.device)
             row["wall_time"] = time.perf_counter() - start
             rows.append(row)
-            if status == "diverged":
+            if cfg.stop_loss is not None and row["train_eval_loss"] <= cfg.stop_loss and stop_at == math.inf:
+                stop_at = row["examples"] * (1 + cfg.stop_overshoot)
+            if row["examples"] >= stop_at:
                 break
-            if cfg.stop_loss is not None and row["train_eval_loss"] <= cfg.stop_loss:
-                break
-            if step % 10 == 0:
-                bar.set_postfix(loss=f"{values[-1]:.3f}")
+            if step % 10 == 0 and not pending:
+                bar.set_postfix(loss=f"{row['final_loss']:.3f}")
+        if pending and _read_losses(pending, rows):  # stopped by stop_loss between two reads
+            status = "diverged"
     except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM inside signals.sigterm_as_interrupt
+        if pending:  # the finished steps' losses (the interrupted step's row is not in rows)
+            _read_losses(pending, rows)
         partial = TrainResult(cfg, pd.DataFrame(rows), "interrupted", learner, data, optimizer_impl(opt))
         raise TrainInterrupted(partial) from stop
     finally:

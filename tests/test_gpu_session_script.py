@@ -40,6 +40,9 @@ if args[:2] == ["-m", "papermill"]:                      # the notebook and its 
     sys.exit(f"unknown notebook parameters {missing}" if missing else 0)
 if args[:2] == ["-m", "pip"]:
     sys.exit(0)
+if args[:2] == ["-m", "pytest"]:                         # collect only: the tests and their marker must exist
+    import pytest
+    sys.exit(pytest.main([*args[2:], "--collect-only", "--strict-markers"]))
 parse = argparse.ArgumentParser.parse_args
 def parse_then_stop(self, argv=None, namespace=None):
     parse(self, argv, namespace)
@@ -83,7 +86,7 @@ def steps(packed: dict) -> dict[str, int]:
 def test_every_step_parses_with_the_real_programs_and_one_failure_does_not_stop_the_rest(tmp_path):
     rc, commands, packed = run_script(tmp_path, gpus=2, parse=True, fail="gpu_calibrate.py")
     ran = steps(packed)
-    expected = ["environment", "memory_s4_mb8", "calibrate", "selfcheck", "memory_s8_mb8", "memory_s4_mb32",
+    expected = ["environment", "cuda_tests", "memory_s4_mb8", "calibrate", "selfcheck", "memory_s8_mb8", "memory_s4_mb32",
                 "validate_cuda", "link_cuda", "validate_cuda_insitu", "notebook08_full"]
     assert [s for s in ran if s != "wheels"] == expected, packed["steps.log"]
     failed = {s for s, code in ran.items() if code != 0}
@@ -92,6 +95,7 @@ def test_every_step_parses_with_the_real_programs_and_one_failure_does_not_stop_
     assert all(f"{s}.log" in packed for s in ran)
     validate = next(c for c in commands if c[:3] == ["-m", "paper_repro", "simulate"])
     assert validate[validate.index("--device") + 1] == "cuda" and "--validate" in validate
+    assert "7 tests collected" in packed["cuda_tests.log"], packed["cuda_tests.log"]
 
 
 def test_one_gpu_skips_the_pipeline_validation(tmp_path):

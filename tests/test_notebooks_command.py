@@ -1,6 +1,5 @@
 """`paper-repro notebooks run` as the GPU-server entry point: parameters passed through, data
 folders per data set, the preflight (--dry-run and at the start of a full run), --download."""
-import time
 
 import papermill as pm
 import pytest
@@ -58,11 +57,10 @@ def test_bad_data_dir_is_named(argv, words, captured, capsys):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
-def test_dry_run_on_a_cpu_machine_lists_every_missing_requirement_quickly(captured, capsys, tmp_path):
-    t0 = time.perf_counter()
+def test_dry_run_on_a_cpu_machine_lists_every_missing_requirement(captured, capsys, tmp_path):
     rc, out, err = run(["notebooks", "run", "--profile", "full", "--dry-run",
                         "--data-dir", f"cifar10={tmp_path / 'missing'}"], capsys)
-    assert rc == 1 and time.perf_counter() - t0 < 20
+    assert rc == 1
     problems = [line for line in err.splitlines() if line.startswith("problem:")]
     assert any("CUDA" in p for p in problems)
     assert any(str(tmp_path / "missing") in p for p in problems)

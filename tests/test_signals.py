@@ -168,8 +168,9 @@ def test_sigterm_stops_the_pipeline_launcher_and_every_stage(tmp_path):
 def test_sigterm_stops_the_notebook_batch_and_its_kernel(tmp_path):
     nb_dir = tmp_path / "nbs"
     nb_dir.mkdir()
-    for name, body in (("a_quick", "print('done')"), ("b_slow", "import time\nprint('SLEEPING', flush=True)\n"
-                                                                 "time.sleep(600)")):
+    started = tmp_path / "b_slow_started"  # the slow cell touches it, then sleeps
+    for name, body in (("a_quick", "print('done')"), ("b_slow", f"import pathlib, time\npathlib.Path({str(started)!r})"
+                                                                 ".touch()\ntime.sleep(600)")):
         nb = new_notebook(cells=[new_code_cell('profile = "quick"\nfigures_dir = "f"',
                                                metadata={"tags": ["parameters"]}), new_code_cell(body)],
                           metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
@@ -178,9 +179,7 @@ def test_sigterm_stops_the_notebook_batch_and_its_kernel(tmp_path):
     proc = _start(["notebooks", "run", "--notebooks-dir", str(nb_dir), "--out", str(tmp_path / "out"),
                    "--figures", str(tmp_path / "figs")], tmp_path)
     try:
-        _wait_for("the slow notebook's kernel", lambda: "b_slow" in (tmp_path / "stderr.txt").read_text()
-                  and _descendants(proc.pid), proc)
-        time.sleep(3)  # the kernel is running the sleeping cell
+        _wait_for("the slow notebook's sleeping cell", lambda: started.exists() and _descendants(proc.pid), proc)
         kids = _descendants(proc.pid)
         _signal_and_check(proc, tmp_path, signal.SIGTERM, r": stopped while running b_slow, whose kernel and "
                           r"processes are stopped; 1 of 2 notebooks had ended \(their figures are in \S+\)", kids)

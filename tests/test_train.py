@@ -146,12 +146,21 @@ def test_stop_loss_stops_at_the_first_evaluation_reaching_it():
                                   full.iloc[:first].drop(columns="wall_time"))
     never = train.train(cfg(steps=5, eval_every_examples=64, stop_loss=-1.0))
     assert never.status == "finished" and len(never.records) == 5
+    # with an overshoot the run goes on to 1.5x the examples it had seen at `first`, the same run
+    on = train.train(cfg(method="backprop", steps=60, eval_every_examples=320, train_eval_examples=200,
+                         stop_loss=target, stop_overshoot=0.5)).records
+    last = int(on["step"].iloc[-1])
+    assert last == min(60, -(-first * 3 // 2)) and last > first
+    pd.testing.assert_frame_equal(on.drop(columns="wall_time"), full.iloc[:last].drop(columns="wall_time"))
 
 
 @pytest.mark.parametrize("kw, word", [(dict(eval_every_examples=-5), "eval_every_examples"),
                                       (dict(train_eval_examples=0), "train_eval_examples"),
                                       (dict(stop_loss=0.5), "eval_every_examples"),
-                                      (dict(stop_loss="low", eval_every_examples=10), "low")])
+                                      (dict(stop_loss="low", eval_every_examples=10), "low"),
+                                      (dict(stop_overshoot=0.25), "needs stop_loss"),
+                                      (dict(stop_overshoot=-1.0, stop_loss=1.0, eval_every_examples=10),
+                                       "stop_overshoot")])
 def test_bad_train_eval_options_raise(kw, word):
     with pytest.raises(ValueError, match=word):
         cfg(**kw).validate()
@@ -167,3 +176,25 @@ def test_a_wrapped_sequential_trains_and_the_records_name_it():
     result = train.train(cfg, learner=learner)
     assert result.summary()["model"] == "sequential" and result.summary()["method"] == "greedy"
     assert result.summary()["eval_acc"] > 0.6  # digits: 10 classes, chance 0.1
+
+
+def test_losses_are_read_every_step_on_the_cpu_and_in_blocks_on_an_accelerator():
+    assert train._loss_read_every("cpu") == 1
+    assert train._loss_read_every("cuda") == train._loss_read_every(torch.device("cuda", 0)) == train.LOSS_READ_EVERY > 1
+
+
+@pytest.mark.parametrize("kw", [
+    dict(method="backprop", steps=40, eval_every=15),                                       # reads between evals
+    dict(method="greedy", steps=60, eval_every=0, eval_every_examples=200, stop_loss=1.5,   # stops between reads
+         stop_overshoot=0.5, optimizer="sgd", lr=0.05),
+    dict(method="chunked-2", steps=40, optimizer="sgd", lr=1e9),                             # diverges at once
+    dict(method="overlapping", steps=30, eval_every=9, optimizer="sgd", lr=1e3),             # diverges mid-block
+], ids=["finished", "stop_loss", "diverged-early", "diverged-late"])
+def test_reading_the_losses_in_blocks_gives_the_records_of_reading_every_step(kw, monkeypatch):
+    every_step = train.train(cfg(**kw))
+    monkeypatch.setattr(train, "_loss_read_every", lambda device: 5)  # what an accelerator does, every 5 steps
+    in_blocks = train.train(cfg(**kw))
+    assert in_blocks.status == every_step.status
+    assert list(in_blocks.records.columns) == list(every_step.records.columns)
+    pd.testing.assert_frame_equal(in_blocks.records.drop(columns="wall_time"),
+                                  every_step.records.drop(columns="wall_time"), check_exact=True)

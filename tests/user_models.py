@@ -24,3 +24,14 @@ def small_mlp_net(width: int = 16, in_dim: int = 3 * 6 * 6, num_classes: int = 1
 
 def not_a_model() -> int:
     return 3
+
+
+def inplace_cnn(width: int = 4, in_channels: int = 3, inplace: bool = True) -> nn.Sequential:
+    """Every layer a block of its own, as with ``torchvision.models.vgg11().features``: the
+    ``ReLU(inplace=True)`` blocks begin (and end) with an operation that writes its input
+    (``inplace=False``: the same net with ReLUs that do not)."""
+    return nn.Sequential(
+        nn.Conv2d(in_channels, width, 3, padding=1), nn.ReLU(inplace=inplace),
+        nn.Conv2d(width, 2 * width, 3, stride=2, padding=1), nn.ReLU(inplace=inplace),
+        nn.Conv2d(2 * width, 2 * width, 3, padding=1), nn.ReLU(inplace=inplace),
+    )

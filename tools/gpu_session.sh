@@ -4,7 +4,8 @@
 #
 #     bash tools/gpu_session.sh OUTDIR
 #
-# 1. the environment (nvidia-smi, torch, CUDA);
+# 1. the environment (nvidia-smi, torch, CUDA), then the tests that need a GPU (pytest -m cuda:
+#    training on cuda, a one-GPU pipeline stage, the CUDA-event stopwatch, memory);
 # 2. the memory accounting against torch.cuda.max_memory_allocated, stage by stage, ResNet-34 at
 #    224 px (tools/gpu_memory_check.py): 4 stages at micro-batch 8 (later 8 stages at 8 and 4 at 32);
 # 3. per-block costs of ResNet-34 and the Transformer on this GPU (tools/gpu_calibrate.py);
@@ -42,6 +43,7 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   export PATH="/tmp/site/bin:$PATH" JUPYTER_PATH=/tmp/site/share/jupyter
 fi
 step environment 60 bash -c 'nvidia-smi; python3 -c "import torch, sys; print(sys.version); print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(), torch.backends.cudnn.version())"'
+step cuda_tests 240 python3 -m pytest -m cuda -q -p no:cacheprovider tests/test_cuda.py
 R34=(--model resnet34 --image-size 224 --num-classes 1000 --micro-batches 16 --device cuda)
 step memory_s4_mb8 90 python3 tools/gpu_memory_check.py "${R34[@]}" --stages 4 --micro-batch 8 --out "$W/gpu_memory_check_s4_mb8.md"
 step calibrate 150 python3 tools/gpu_calibrate.py --out "$W/calibrations"

@@ -13,6 +13,7 @@
 * :mod:`.memory`    peak memory per stage
 * :mod:`.run`       the per-process worker (``torchrun -m paper_repro.distributed.run``)
 * :mod:`.launch`    the package launcher (one local process per stage)
+* :mod:`.torchrun`  ``torchrun`` for several nodes, ending a failed rendezvous or stage in one line
 * :mod:`.bench`     ``paper-repro bench pipeline``; :mod:`.report` tables, targets, figures
 """
 from .config import BALANCES, DEVICES, DTYPES, OPTIMIZERS, SCHEDULES, PipelineConfig, parse_fault

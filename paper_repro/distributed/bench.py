@@ -20,6 +20,7 @@ from .launch import check_gpus, launch
 from .run import prepare, timed_update_every
 from .config import MULTI_STAGE, PipelineConfig
 from .inputs import label_info
+from .options import configs_for
 from .split import boundary_records, stage_boundaries
 from .timing import predicted_comm
 
@@ -71,6 +72,15 @@ def measured_cut(cfg: PipelineConfig, apart: bool | None = None) -> tuple:
         except concurrent.futures.process.BrokenProcessPool as err:
             raise RuntimeError(f"the process measuring the stage cut of model {cfg.model!r} on {cfg.device} "
                                f"died before answering ({err})") from None
+
+
+def comm_by_size(settings: dict, processors, schedules=("local", "1f1b")) -> list[dict]:
+    """:func:`comm_only` records for every number of ``processors`` x micro-batch size in
+    ``settings`` (model, image size, ``micro_batch`` list, ``micro_batches``, ...) x schedule."""
+    records = []
+    for p in processors:
+        records += comm_only(configs_for(dict(settings, stages=p), schedules=tuple(schedules)))
+    return records
 
 
 def comm_only(configs: PipelineConfig | list[PipelineConfig]) -> list[dict]:

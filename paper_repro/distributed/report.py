@@ -196,3 +196,35 @@ def comm_frame(records: list[dict]):
                      "total MB/step": (c["forward"] + c["backward"]) * B * M / MB,
                      "paper MB (setup unknown)": paper.get(r["schedule"], math.nan)})
     return pd.DataFrame(rows)
+
+
+def comm_sizes_frame(records: list[dict]):
+    """Bytes crossing the stage boundaries per step, one row per (schedule, processors,
+    micro-batch size): ``forward_MB``, ``backward_MB`` and ``total_MB`` per step of
+    ``micro_batches`` micro-batches (from :func:`paper_repro.distributed.bench.comm_only`)."""
+    rows = []
+    for r in records:
+        c = r["comm_bytes_per_sample"]
+        per_step = r["micro_batch"] * r["micro_batches"] / MB
+        rows.append({"schedule": label(r), "processors": r["stages"], "micro_batch": r["micro_batch"],
+                     "micro_batches": r["micro_batches"], "dtype": r["dtype"],
+                     "forward_MB": c["forward"] * per_step, "backward_MB": c["backward"] * per_step,
+                     "total_MB": (c["forward"] + c["backward"]) * per_step})
+    return pd.DataFrame(rows)
+
+
+def runs_frame(runs: dict[str, list[dict]]):
+    """Throughput of stored benchmark runs, one row per (run, schedule, micro-batch size):
+    the median ``samples_per_s`` and its range over the run's repeats (``lo``, ``hi``).
+    ``runs`` maps a run's name to its records (``paper-repro bench pipeline --json``)."""
+    rows = []
+    for name, records in runs.items():
+        if not all("samples_per_s_runs" in r for r in records):  # one record per repeat
+            records = median_records(records)
+        for r in records:
+            values = r.get("samples_per_s_runs") or [r["samples_per_s"]]
+            rows.append({"run": name, "model": r["model"], "model_kwargs": r.get("model_kwargs") or {},
+                         "image_size": r.get("image_size"), "schedule": label(r), "micro_batch": r["micro_batch"],
+                         "samples_per_s": r["samples_per_s"], "lo": min(values), "hi": max(values),
+                         "repeats": len(values)})
+    return pd.DataFrame(rows)

@@ -13,6 +13,7 @@ import time
 import torch
 
 from .. import methods
+from ..blocknet import grad_input
 from ..build import make_optimizer
 from .config import PIPELINED_BACKPROP, PipelineConfig
 from .inputs import build_learner, label_info, synthetic_batches
@@ -228,7 +229,7 @@ def block_times(learner: methods.Learner, spec, cfg: PipelineConfig, reps: int =
         opt = make_optimizer(cfg, params) if params else None
 
         def measure() -> tuple[float, float]:
-            h_in = inputs[b].detach().requires_grad_(inputs[b].is_floating_point())
+            _, h_in = grad_input(inputs[b])  # a copy in the graph: the block may write its input
             t0 = now()
             out = net.blocks[b](h_in)
             if b == last:

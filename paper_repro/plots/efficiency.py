@@ -160,3 +160,41 @@ def _step_values(curve: pd.DataFrame, at: np.ndarray) -> np.ndarray:
     idx = np.searchsorted(xs, at, side="right") - 1
     out = np.where(idx >= 0, ys[np.clip(idx, 0, None)], np.nan)
     return np.where(at > xs[-1], np.nan, out)
+
+
+def plot_speedup_vs_modules(frame: pd.DataFrame, title: str) -> Figure:
+    """High-compute speedup over backprop against the net's depth (greedy's number of local
+    modules), one panel per target, one colour per method: points at the median-over-seeds
+    staircases with bars over the seeds' own, and each method's critical-path ratio (the
+    speedup it would reach in as few steps as backprop) as a dashed line
+    (``frame``: :func:`paper_repro.studies.modules_study`)."""
+    targets = sorted(frame["target"].unique(), reverse=True) if len(frame) else [None]
+    fig, axes = plt.subplots(1, len(targets), figsize=(4.4 * len(targets), 3.8), squeeze=False, sharey=True)
+    colors = _colors(frame["method"].unique()) if len(frame) else {}
+    for ax, t in zip(axes[0], targets):
+        d = frame[frame["target"] == t] if t is not None else frame
+        if d.empty:
+            _no_data(ax, "no run reached a target")
+            continue
+        for m, g in d.groupby("method"):
+            g = g.sort_values("depth")
+            y = g["high_compute_speedup"].to_numpy(dtype=float)
+            lo = g.get("high_compute_speedup_lo", g["high_compute_speedup"]).to_numpy(dtype=float)
+            hi = g.get("high_compute_speedup_hi", g["high_compute_speedup"]).to_numpy(dtype=float)
+            err = np.nan_to_num([y - lo, hi - y])
+            ax.errorbar(g["depth"], y, yerr=err, fmt="o-", ms=5, capsize=3, color=colors[m], label=m)
+            ax.plot(g["depth"], g["critical_path_ratio"], ls="--", lw=1, color=colors[m],
+                    label=f"{m}: critical-path ratio")
+        ax.axhline(1, color="k", lw=0.8, ls=":")
+        depths = sorted(d["depth"].unique())
+        ax.set(xscale="log", yscale="log", xlabel="blocks (= greedy's local modules)",
+               ylabel="speedup over backprop, high-compute end", title=f"target {t:g}")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(depths, [str(v) for v in depths])
+        ax.minorticks_off()
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.grid(alpha=0.3)
+    _legend(axes[0], "method")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig

@@ -53,6 +53,9 @@ def run(cfg: PipelineConfig, schedules: list[str], micro_batch_sizes: list[int],
         raise ValueError("give exactly one of block_costs (calibrated) or uniform times (F,B[,W])")
     records = []
     S, M = cfg.stages, cfg.micro_batches
+    if block_costs is not None and S > block_costs.blocks:
+        raise ValueError(f"model {cfg.model} has {block_costs.blocks} blocks and cannot be cut into {S} stages "
+                         f"(a stage holds one block at least); use at most {block_costs.blocks} stages")
     if memory and uniform is None and meta is None:
         meta = MetaNet(cfg)
     for B in micro_batch_sizes:

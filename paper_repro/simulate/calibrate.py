@@ -45,6 +45,7 @@ from pathlib import Path
 
 import torch
 
+from ..blocknet import grad_input
 from ..build import make_optimizer
 from ..distributed import DTYPES, PipelineConfig, boundary_info, build_learner, data_spec, synthetic_batches
 from ..distributed.timing import synchronize
@@ -152,6 +153,9 @@ def measure(cfg: PipelineConfig, reps: int = 3, threads: int | None = None) -> B
         h = x
         for b, block in enumerate(net.blocks):
             h_in = h.detach().requires_grad_(True) if h.is_floating_point() else h
+            # a fresh copy of h_in in the graph for every run, made before the clock starts: a
+            # block may write its input in place, which autograd refuses on a leaf
+            fed = (lambda h_in=h_in: grad_input(h_in)[1]) if h_in.requires_grad else (lambda h_in=h_in: h_in)
             h_plain = h.detach()
             with torch.no_grad():
                 g = torch.randn_like(block(h_plain))
@@ -159,9 +163,10 @@ def measure(cfg: PipelineConfig, reps: int = 3, threads: int | None = None) -> B
             head = net.head if b == len(net.blocks) - 1 else net.make_head(b).to(device)
             feats = h.detach().requires_grad_(True)
             probes.append({
-                "forward": _timer(lambda block=block, h_in=h_in: block(h_in), device),
-                "backward": _backward_timer(block, h_in, g, device),
-                "backward_fresh": _backward_timer(block, h_in, g, device, fresh=list(block.parameters())),
+                "forward": _timer(block, device, make_input=fed),
+                "backward": _backward_timer(block, h_in, g, device, make_input=fed),
+                "backward_fresh": _backward_timer(block, h_in, g, device, fresh=list(block.parameters()),
+                                                  make_input=fed),
                 "backward_weight": _backward_timer(block, h_plain, g, device),
                 "optimizer": _optimizer_timer(cfg, list(block.parameters()), device),
                 "head_forward": _timer(lambda head=head, feats=feats: net.loss(head(feats), y), device),
@@ -202,23 +207,29 @@ def _to(batch, device: torch.device):
     return tuple(t.to(device) for t in batch)
 
 
-def _timer(fn, device: torch.device):
+def _timer(fn, device: torch.device, make_input=None):
+    """Times ``fn()``, or with ``make_input`` ``fn(make_input())``, the input made untimed."""
     def one() -> float:
+        args = () if make_input is None else (make_input(),)
+        if args:
+            synchronize(device)
         t0 = time.perf_counter()
-        fn()
+        fn(*args)
         synchronize(device)
         return time.perf_counter() - t0
     return one
 
 
-def _backward_timer(fn, inp, grad, device: torch.device, fresh: list | None = None):
+def _backward_timer(fn, inp, grad, device: torch.device, fresh: list | None = None, make_input=None):
     """Times the backward of ``fn(inp)`` alone (the forward reruns, untimed, each time); with
     ``fresh``, those parameters' gradients are dropped first, so the backward writes them anew
-    instead of adding to them."""
+    instead of adding to them. ``make_input()``, if given, replaces ``inp`` at every run."""
     def one() -> float:
         for p in fresh or []:
             p.grad = None
-        o = fn(inp)
+        o = fn(inp if make_input is None else make_input())
+        if not o.requires_grad:  # no parameters and no input gradient: there is no backward
+            return 0.0
         synchronize(device)
         t0 = time.perf_counter()
         o.backward(grad)

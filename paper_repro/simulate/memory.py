@@ -43,6 +43,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from ..blocknet import grad_input
 from ..distributed import DTYPES, PipelineConfig, build_learner, data_spec
 from ..distributed.memory import SavedTensorMeter
 from .schedules import base_schedule, in_flight_rank_peak, stages_per_rank, torch_order
@@ -116,21 +117,28 @@ class MetaNet:
         return self._pieces[key]
 
     def _measure(self, blocks: list[int], B: int, head: bool, input_grad: bool) -> PieceBytes:
-        x = self._input(blocks[0], B)
-        if input_grad and x.is_floating_point():
-            x.requires_grad_(True)
+        leaf = self._input(blocks[0], B)
+        if input_grad and leaf.is_floating_point():
+            leaf.requires_grad_(True)
+
+        def fresh():
+            """The input for one pass: with a gradient, a new copy of ``leaf`` in the graph, made
+            before any meter starts, so a block that writes its input in place writes the copy."""
+            return grad_input(leaf)[1] if leaf.requires_grad else leaf
         mods = [self.net.blocks[b] for b in blocks] + ([self.head(blocks[-1])] if head else [])
         params = list({id(p): p for m in mods for p in m.parameters()}.values())
         buffers = [t for m in mods for t in m.buffers()]
         y = self._labels(B)
         n = len(blocks)
-        saved_in, loss, out = self._run(mods, n, x, y, [*params, *buffers, y], head)
+        saved_in, loss, out = self._run(mods, n, fresh(), y, [*params, *buffers, y], head)
+        x = fresh()
         saved_ex, _, _ = self._run(mods, n, x, y, [*params, *buffers, y, x], head)
+        x = fresh()
         recompute, _, _ = self._run(mods, n, x, y, [*params, *buffers, x], False)
-        everything, temporaries = self._passes(mods, x, y, head, params)
+        everything, temporaries = self._passes(mods, fresh(), y, head, params)
         labels = _nbytes(y) if head else 0
         return PieceBytes(saved_in, saved_ex, recompute, loss, everything - saved_in - labels, labels,
-                          _nbytes(x), _nbytes(out), sum(_nbytes(p) for p in params), temporaries)
+                          _nbytes(leaf), _nbytes(out), sum(_nbytes(p) for p in params), temporaries)
 
     def _passes(self, mods, x, y, with_loss: bool, params) -> tuple[int, int]:
         """One forward and backward of the piece: (the forward's peak saved bytes, parameters

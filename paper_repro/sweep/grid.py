@@ -27,7 +27,7 @@ class Grid:
     set, ``ceil(examples / batch_size)`` clipped to ``[min_steps, steps]`` (so small
     batches take more steps and large batches do not cost a fortune).
 
-    ``eval_every_examples``, ``train_eval_examples`` and ``stop_loss`` go to every point's
+    ``eval_every_examples``, ``train_eval_examples``, ``stop_loss`` and ``stop_overshoot`` go to every point's
     :class:`~paper_repro.train.TrainConfig` (they enter a point's config, and so its id,
     only when set)."""
 
@@ -49,6 +49,7 @@ class Grid:
     eval_every_examples: int = 0            # training-subset evaluation cadence (0: off)
     train_eval_examples: int | None = None  # size of that fixed training subset
     stop_loss: float | None = None          # stop a point at this training-subset loss
+    stop_overshoot: float = 0.0             # ... after this fraction more examples
     description: str = ""
 
     def validate(self) -> None:
@@ -94,7 +95,8 @@ class Grid:
     def _optional(self) -> dict:
         """The training-subset settings that are set (left out when off, so that the point
         ids of grids without them stay what they were)."""
-        return {k: getattr(self, k) for k in ("eval_every_examples", "train_eval_examples", "stop_loss")
+        return {k: getattr(self, k) for k in ("eval_every_examples", "train_eval_examples", "stop_loss",
+                                              "stop_overshoot")
                 if getattr(self, k) not in (0, None)}
 
     def to_dict(self) -> dict:

@@ -1,0 +1,47 @@
+"""The speedup-vs-modules study: its grids, its table and its figure, on a tiny digits sweep."""
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+from paper_repro import analysis, plots, settings, studies, sweep  # noqa: E402
+
+TINY = dict(depths=[2, 4], grid=dict(
+    name="mlp_depth{depth}_tiny", model="mlp", dataset="digits", model_kwargs=dict(width=32),
+    methods=["backprop", "greedy"], batch_sizes=[32, 128], lrs=[3e-3], seeds=[0, 1], steps=80,
+    eval_examples=100, eval_every_examples=64, train_eval_examples=200, description="{depth}x32 MLP"))
+
+
+def test_module_grids_put_the_depth_in_name_model_and_description():
+    grids = settings.module_grids("quick")
+    assert list(grids) == settings._MODULES["quick"]["depths"]
+    for depth, grid in grids.items():
+        assert grid.model_kwargs["depth"] == depth and str(depth) in grid.name and str(depth) in grid.description
+        grid.validate()
+    assert len({g.name for g in grids.values()}) == len(grids)      # one store per depth
+    with pytest.raises(ValueError, match="profile"):
+        settings.module_grids("huge")
+
+
+def test_modules_study_reads_each_depth_and_draws(monkeypatch, tmp_path):
+    monkeypatch.setitem(settings._MODULES, "cpu", TINY)
+    monkeypatch.setitem(settings.STUDIES, "mlp-modules", ("quick", "cpu"))
+    monkeypatch.setitem(settings._ANALYSIS, ("mlp-modules", "cpu"), dict(rule="eval", rules=["eval"],
+                                                                         targets=[1.8, 1.4]))
+    frame = studies.modules_study("cpu", results_dir=tmp_path)
+    assert sorted(frame.depth.unique()) == [2, 4] and set(frame.method) == {"greedy"}
+    for depth in (2, 4):  # the ratio is the cost table's, and greedy has one module per block
+        df = sweep.load_results(tmp_path / f"mlp_depth{depth}_tiny")
+        ratio = analysis.cost_table(df).loc["greedy", "critical_path_vs_backprop"]
+        rows = frame[frame.depth == depth]
+        assert list(rows.critical_path_ratio) == pytest.approx([ratio] * len(rows))
+        assert (rows.num_modules == depth).all()
+        headline = analysis.study_tables(df, [1.8, 1.4], "eval").headline.set_index("target")
+        for _, r in rows.iterrows():
+            assert r.high_compute_speedup == pytest.approx(headline.loc[r.target, "high_compute_speedup"])
+    assert frame[frame.depth == 4].critical_path_ratio.iloc[0] > frame[frame.depth == 2].critical_path_ratio.iloc[0]
+    # a second call only reads: the stores are complete
+    again = studies.modules_study("cpu", results_dir=tmp_path, train_missing=False)
+    assert again.equals(frame)
+    fig = plots.efficiency.plot_speedup_vs_modules(frame, "title")
+    assert len(fig.axes) == 2
