@@ -98,7 +98,7 @@ if profile == "quick":
 
 # %%
 if profile == "quick":
-    start = records[records.step == 1].set_index("method").final_loss
+    start = records[records.step == 1].groupby("method").final_loss.first()
     end = records.groupby("method").final_loss.apply(lambda s: s.tail(20).mean())
     assert set(summary.method) == set(methods) and (summary.status == "finished").all(), summary
     assert (summary.steps == cfg.steps).all() and start.max() - start.min() < 1e-5, start

@@ -135,11 +135,22 @@ S.tables.headline
 # %%
 sensitivity = analysis.sensitivity(S.records, S.targets, S.sensitivity_rules)
 spread = analysis.sensitivity_spread(sensitivity)
+spread
+
+# %% [markdown]
+# ## Is backprop in the high-compute regime under every rule?
+# Steps at the second-largest batch over steps at the largest (each at its best learning rate),
+# per rule and target: below 1.25 (`in_regime`), doubling the batch no longer pays for backprop,
+# which is where the paper's claim lives. NaN: the two largest batches do not both reach the
+# target under that rule.
+
+# %%
+regime = analysis.regime_by_rule(S.records, S.targets, S.sensitivity_rules)
 if profile != "quick":
     analysis.save_tables(S.root, dict(headline=S.tables.headline, critical_batch=S.tables.critical,
                                       steps_vs_batch=S.tables.steps_vs_batch, sensitivity=sensitivity,
-                                      sensitivity_spread=spread))
-spread
+                                      sensitivity_spread=spread, regime_by_rule=regime))
+regime
 
 # %% [markdown]
 # ## The paper's claim beside this measurement
@@ -152,3 +163,20 @@ spread
 claims = analysis.claims_table(S.tables.headline, 10, "MLP: fewer sequential compute steps than backprop (high-compute regime)")
 claims.assign(profile=profile, rule=S.rule, model=S.labels[0], data=S.labels[1], hardware=plots.hardware_label(device),
               runs=S.records.point_id.nunique(), seeds=S.records.seed.nunique())
+
+# %% [markdown]
+# ## Speedup against the number of local modules (study `mlp-deep`)
+# How many devices can local parallelism keep usefully busy? The deep MLP's family at several
+# depths (`settings.module_grids`: each depth its own sweep, large batches only), greedy and
+# chunked-2 against backprop: the speedup at the high-compute end (median over seeds, bars: the
+# seeds' own) beside each method's critical-path ratio (dashed: the speedup it would reach in as
+# few steps as backprop). Where the points fall below their dashed line, the method pays for its
+# shorter critical path with more steps. The `mlp` study skips this section.
+
+# %%
+if study == "mlp-deep":
+    M = studies.modules_study(profile, results_dir=results_dir, data_dir=data_dir, device=device, workers=workers,
+                              train_missing=train_missing)
+    display(M.table.round(3))
+    fig = plots.efficiency.plot_speedup_vs_modules(M.table, M.title("Speedup at the high-compute end vs depth"))
+    plots.save_figure(fig, S.figure("speedup_vs_modules"), figures_dir);

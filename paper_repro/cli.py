@@ -22,9 +22,8 @@ from __future__ import annotations
 
 # This module only builds the parser: it imports neither torch nor the training code, so
 # `paper-repro --help` answers at once. A command's work lives in paper_repro.commands, which
-# is imported (through HANDLERS, with importlib) only when the command runs. The choices
-# below repeat names defined in the torch-importing modules; tests/test_cli.py checks that
-# they agree.
+# is imported (through HANDLERS, with importlib) only when the command runs. The choices come
+# from paper_repro.names, where the working modules take them from too.
 import argparse
 import importlib
 import shlex
@@ -33,19 +32,10 @@ from pathlib import Path
 
 from . import signals
 from .cliargs import float_list, int_list, json_dict, non_negative_int, positive_float, positive_int
+from .names import (COMPUTE_STUDIES, CUT_HELP, CUTS, DATASETS, DEFAULT_CUT, DEVICES, DTYPES, MODELS, OPTIMIZERS,
+                    PROFILES, SIMULATED_SCHEDULES)
 
-MODELS = ("mlp", "transformer", "resnet18", "resnet34", "resnet50")       # paper_repro.models.MODELS
-DATASETS = ("digits", "cifar10", "imagenet", "text")                      # paper_repro.data.DATASETS
-OPTIMIZERS = ("adam", "sgd")                                              # paper_repro.config.OPTIMIZERS
-PROFILES = ("quick", "cpu", "full")                                       # paper_repro.settings.PROFILES
-COMPUTE_STUDIES = ("mlp", "mlp-deep", "transformer", "resnet", "resnet-imagenet")     # paper_repro.settings.COMPUTE_STUDIES
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"      # paper_repro.notebooks.NOTEBOOKS_DIR
-SIMULATED_SCHEDULES = ("local", "local-per-step", "gpipe", "gpipe-recompute", "1f1b", "1f1b-recompute",
-                       "interleaved-1f1b", "interleaved-1f1b-recompute", "zb-interleaved", "zbv",
-                       "dualpipev")                                       # paper_repro.simulate.schedules.SCHEDULES
-SIMULATED_CUTS = ("blocks", "time")                                       # paper_repro.simulate.costs.BALANCES
-DTYPES = ("bfloat16", "float16", "float32", "float64")                    # sorted(paper_repro.distributed.DTYPES)
-DEVICES = ("cpu", "cuda")                                                 # paper_repro.distributed.DEVICES
 # the defaults of paper_repro.distributed.PipelineConfig that `simulate` shows
 PIPELINE_DEFAULTS = dict(model="mlp", image_size=32, num_classes=10, seq_len=64, stages=2, micro_batch=8,
                          micro_batches=16, steps=3, warmup_steps=1, update_every=1, max_in_flight=2,
@@ -183,7 +173,8 @@ def add_bench(subparsers, pipeline_options: bool = True) -> None:
                 "Throughput, busy time, communication and memory per stage of the local pipeline and "
                 "its baselines, one local process per stage. --model takes a built-in name or your "
                 "own model as package.module:function (importable by every stage process; its keyword "
-                "arguments from --model-kwargs), returning a BlockNet or an nn.Sequential.")
+                "arguments from --model-kwargs), returning a BlockNet or an nn.Sequential. The table's "
+                "columns are those of estimate and simulate (a legend under it).")
     if pipeline_options:
         importlib.import_module("paper_repro.distributed.options").add_arguments(p)
         for action in p._actions:
@@ -191,6 +182,9 @@ def add_bench(subparsers, pipeline_options: bool = True) -> None:
                 action.help = PIPELINE_HELP[action.dest]
     p.add_argument("--comm-only", action="store_true",
                    help="only compute the bytes from the boundary shapes (no processes, no training)")
+    p.add_argument("--targets", action="store_true",
+                   help="also check the reproduction's own throughput, busy, bytes and memory targets (always "
+                        "done for the built-in models; a model of your own gets the table's ratios alone)")
     p.add_argument("--launch-timeout", type=float, default=None,
                    help="kill the run after this many seconds (None: no limit)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -248,7 +242,8 @@ def add_simulate(subparsers) -> None:
     d = PIPELINE_DEFAULTS
     p.add_argument("--schedule", default="all",
                    help=f"{' | '.join(SIMULATED_SCHEDULES)}; a comma list, or all (all leaves out, and names, "
-                        "those that cannot run the settings)")
+                        "those that cannot run the settings). The names are bench pipeline's; the former "
+                        "local-per-step and zb-interleaved still work, with a warning")
     p.add_argument("--model", default=d["model"],
                    help=f"a built-in model ({' | '.join(MODELS)}) or your own as package.module:function, "
                         "its keyword arguments from --model-kwargs (as in bench pipeline)")
@@ -273,9 +268,8 @@ def add_simulate(subparsers) -> None:
     p.add_argument("--device", default=d["device"], choices=DEVICES, help="where to calibrate")
     p.add_argument("--threads", type=positive_int, default=None,
                    help="torch threads while calibrating (None: cores / stages)")
-    p.add_argument("--balance", default="blocks", choices=SIMULATED_CUTS,
-                   help="the cut: as many blocks per piece as chunked-K (like bench pipeline), or balanced "
-                        "calibrated time")
+    p.add_argument("--balance", default=DEFAULT_CUT, choices=CUTS,
+                   help=CUT_HELP + " (here: time and FLOPs from the calibration)")
     p.add_argument("--uniform-times", type=float_list(2, 3), default=None, metavar="F,B[,W]",
                    help="seconds per forward / whole backward (/ its weight half) of a micro-batch on every "
                         "processor, instead of calibrating (None: calibrate)")

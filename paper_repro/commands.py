@@ -20,7 +20,9 @@ from . import bench, datafiles, notebooks, preflight, settings, signals, train
 from .distributed import bench as pipeline_bench
 from .distributed.launch import PipelineError
 from .distributed.options import configs_from_args
-from .distributed.report import format_table, format_targets, median_records, targets, to_frame
+from .distributed.report import format_targets, median_records, targets, to_frame
+from .names import MODELS
+from .report_table import format_table
 from .distributed.run import write_json
 from .sweep import Grid, SweepInterrupted, cost_line, parse_shard, run_sweep, store_name
 
@@ -173,6 +175,13 @@ def run_overhead(args) -> int:
     return 0
 
 
+def _save_pipeline_records(records: list[dict], path: str) -> Path:
+    write_json(records, path)
+    csv = Path(path).with_suffix(".csv")
+    to_frame(records).to_csv(csv, index=False)
+    return csv
+
+
 def run_pipeline_command(args) -> int:
     configs = configs_from_args(args)
     if args.comm_only:
@@ -185,19 +194,30 @@ def run_pipeline_command(args) -> int:
             print(f"error: {err}", file=sys.stderr)
             return 1
         except KeyboardInterrupt as stop:  # the launcher has stopped every stage process
-            print(f"{signals.describe(stop)}: every stage process is stopped; a pipeline run reports "
-                  "only when all its runs finish, so nothing is saved", file=sys.stderr)
+            finished = getattr(stop, "partial_records", None) or []
+            if not finished:
+                print(f"{signals.describe(stop)}: every stage process is stopped; no run had finished, so "
+                      "nothing is saved", file=sys.stderr)
+                return signals.exit_status(stop)
+            print(format_table(finished))
+            where = "printed above"
+            if args.json:
+                csv = _save_pipeline_records(finished, args.json)
+                where = f"saved in {args.json} and {csv}"
+            print(f"{signals.describe(stop)}: every stage process is stopped; the {len(finished)} of "
+                  f"{len(configs)} runs that had finished are {where}", file=sys.stderr)
             return signals.exit_status(stop)
     if args.repeats > 1 and not args.comm_only:
         records = median_records(records)
     print(format_table(records))
-    if len({r["schedule"] for r in records}) > 1 and not args.comm_only:
+    # the project's own targets are about its built-in models; for any other model the table's
+    # ratio columns say how the schedules compare
+    if (len({r["schedule"] for r in records}) > 1 and not args.comm_only
+            and (args.model in MODELS or getattr(args, "targets", False))):
         print()
         print(format_targets(targets(records)))
     if args.json:
-        write_json(records, args.json)
-        csv = Path(args.json).with_suffix(".csv")
-        to_frame(records).to_csv(csv, index=False)
+        csv = _save_pipeline_records(records, args.json)
         print(f"results written to {args.json} and {csv} (one row per run and stage)")
     return 0
 

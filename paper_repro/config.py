@@ -20,7 +20,7 @@ from . import data as data_mod
 from . import models
 from .factory import check_factory, is_factory_name
 
-OPTIMIZERS = ("adam", "sgd")
+from .names import OPTIMIZERS  # noqa: F401  (config.OPTIMIZERS)
 
 
 def check_positive_int(key: str, value) -> None:

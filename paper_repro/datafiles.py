@@ -27,9 +27,7 @@ import torch
 import torchvision
 from tqdm.auto import tqdm
 
-IMAGE_DATASETS = ("digits", "cifar10", "imagenet")
-TEXT_DATASETS = ("text",)
-DATASETS = IMAGE_DATASETS + TEXT_DATASETS
+from .names import DATASETS, IMAGE_DATASETS, TEXT_DATASETS  # noqa: F401  (re-exported by paper_repro.data)
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".webp", ".gif", ".tif", ".tiff")
 CACHE_VERSION = 1
 CIFAR_FILES = tuple(f"data_batch_{i}" for i in range(1, 6)) + ("test_batch",)

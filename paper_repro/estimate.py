@@ -6,6 +6,11 @@ per device, for the local pipeline and for pipelined backprop on the same cut.
 as backprop, once as chunked-N: one local module per device) and measures, on the
 micro-batch ``(x, y)``:
 
+* **the cut**: the net's blocks go to the devices in contiguous pieces chosen by ``balance``
+  (:data:`paper_repro.names.CUTS`): ``"time"`` (default, as ``simulate`` and ``bench``)
+  balances forward + backward wall time of each block measured here on ``(x, y)``;
+  ``"flops"`` balances forward FLOPs; ``"blocks"`` gives each device as many blocks as
+  chunked-N. The local pipeline trains one chunk per device on that cut (``chunked@...``).
 * **compute**: forward + backward FLOPs of every block and head, counted by
   :func:`paper_repro.cost.module_costs`. A device's time is its FLOPs (the ideal machine
   of :mod:`paper_repro.cost`: no communication time, every FLOP costs the same). One device
@@ -13,7 +18,12 @@ micro-batch ``(x, y)``:
   state takes the slowest device's FLOPs per micro-batch (no bubble: every device updates
   on its own). Pipelined backprop (GPipe / 1F1B) on the same cut takes
   ``(M + N - 1) / M`` times its slowest device per micro-batch, for ``M`` micro-batches per
-  step: the fill and drain bubble of every step.
+  step: the fill and drain bubble of every step. 1F1B with recomputation runs every forward
+  twice (its backward recomputes the activations), holding only each micro-batch's stage
+  input between them.
+* **samples/s**: throughput relative to one device times the samples/s of one backprop step
+  on ``(x, y)`` timed here (the ideal machine at this machine's speed); busy per stage is a
+  device's FLOPs over the slowest device's, bubbles included.
 * **communication** per sample: :func:`paper_repro.distributed.timing.predicted_comm` on
   the boundary shapes (local: activations and labels forward; pipelined backprop:
   activations forward, their gradients back).
@@ -23,13 +33,14 @@ micro-batch ``(x, y)``:
   pipeline (a device finishes a micro-batch's backward before the next forward), ``N - s``
   micro-batches on device ``s`` for 1F1B (the micro-batches in flight there).
 
-A schedule simulator that replays the pipelines event by event (messages, bubbles, memory
-over time) will give the same three tables with time instead of FLOPs; until then these
-are the ideal-machine numbers.
+Printed, the result is the result table of ``simulate`` and ``bench pipeline``
+(:mod:`paper_repro.report_table`); ``paper-repro simulate`` replays the schedules event by event
+with calibrated times, and ``bench pipeline`` runs them.
 """
 from __future__ import annotations
 
 import copy
+import time
 from types import SimpleNamespace
 from typing import Callable
 
@@ -38,10 +49,13 @@ import torch
 import torch.nn as nn
 
 from . import cost, methods
-from .blocknet import BlockNet
+from .blocknet import BlockNet, grad_input
 from .distributed.memory import SavedTensorMeter
 from .distributed.split import boundary_info, plan_stages
+from .distributed.split import balanced_split
 from .distributed.timing import predicted_comm
+from .names import CUTS, DEFAULT_CUT, RECOMPUTE_REFERENCE, REFERENCE, check_cut
+from .report_table import format_table
 
 ADAM_STATE = 2  # tensors of optimizer state per parameter (Adam: first and second moments)
 
@@ -66,17 +80,77 @@ def _saved_bytes(run: Callable[[], torch.Tensor]) -> int:
     return meter.peak
 
 
+class Estimate(pd.DataFrame):
+    """The rows of :func:`pipeline_estimate`; printed (``print``, ``repr``, ``to_string()``)
+    as the result table that ``simulate`` and ``bench pipeline`` print, every column shown.
+    Anything derived from it (a slice, ``set_index``, ...) is a plain DataFrame."""
+
+    @property
+    def _constructor(self):
+        return pd.DataFrame
+
+    def to_string(self, *args, **kwargs) -> str:
+        if args or kwargs:
+            return pd.DataFrame(self).to_string(*args, **kwargs)
+        return format_table(self.to_dict("records"))
+
+    def __repr__(self) -> str:
+        return self.to_string()
+
+    __str__ = __repr__
+
+
+def _block_seconds(net, x: torch.Tensor, y: torch.Tensor, reps: int = 3) -> list[float]:
+    """Forward + backward wall time of every block of ``net`` on ``(x, y)`` (the last one with
+    the net's head and loss), best of ``reps``, on a copy of the net."""
+    net = copy.deepcopy(net).train()
+    with torch.no_grad():
+        inputs, h = [], x
+        for block in net.blocks:
+            inputs.append(h)
+            h = block(h)
+    last = len(net.blocks) - 1
+    best = [float("inf")] * len(net.blocks)
+    for _ in range(reps):
+        for b, block in enumerate(net.blocks):
+            _, h_in = grad_input(inputs[b], requires_grad=inputs[b].is_floating_point())
+            t0 = time.perf_counter()
+            out = block(h_in)
+            if b == last:
+                net.loss(net.head(out), y).backward()
+            else:
+                out.backward(torch.ones_like(out))
+            best[b] = min(best[b], time.perf_counter() - t0)
+    return best
+
+
+def _step_seconds(learner, x: torch.Tensor, y: torch.Tensor, reps: int = 3) -> float:
+    """Wall time of one forward + backward of ``learner`` on ``(x, y)``, best of ``reps``."""
+    learner = copy.deepcopy(learner)
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        sum(learner.losses(x, y)).backward()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 def pipeline_estimate(make_net: Callable[[], BlockNet | nn.Sequential], x: torch.Tensor, y: torch.Tensor,
-                      devices: int, micro_batches: int = 16, num_classes: int | None = None) -> pd.DataFrame:
+                      devices: int, micro_batches: int = 16, num_classes: int | None = None,
+                      balance: str = DEFAULT_CUT) -> Estimate:
     """One row per way of training (1 device backprop; ``devices``-stage pipelined backprop,
-    GPipe/1F1B; the ``devices``-stage local pipeline, chunked-``devices``) with
-    ``flops_per_sample`` (the slowest device's, bubbles included), ``speedup`` (throughput
-    relative to one device), ``bytes_forward`` / ``bytes_backward`` per sample between
-    devices, and ``peak_memory_bytes`` per device (a list). ``make_net()`` returns a fresh
-    BlockNet or nn.Sequential (wrapped with ``num_classes`` default heads); a model given
-    instead of a function is deep-copied for each build."""
+    1F1B; the ``devices``-stage local pipeline, one chunk per device; 1F1B with recomputation)
+    with ``schedule`` (the names of ``simulate`` and ``bench``), ``flops_per_sample`` (the
+    slowest device's, bubbles included), ``speedup`` (throughput relative to one device),
+    ``samples_per_s`` (at this machine's speed), ``bytes_forward`` / ``bytes_backward`` per
+    sample between devices, ``peak_memory_bytes`` and ``busy_fraction_per_stage`` per device
+    (lists). The devices get contiguous pieces of the net cut by ``balance`` (``"time"``,
+    ``"flops"`` or ``"blocks"``). ``make_net()`` returns a fresh BlockNet or nn.Sequential
+    (wrapped with ``num_classes`` default heads); a model given instead of a function is
+    deep-copied for each build. Printed, the result is the table of every tool."""
     if not isinstance(devices, int) or devices < 2:
         raise ValueError(f"devices must be an integer >= 2, got {devices!r}")
+    check_cut(balance, CUTS)
     if isinstance(make_net, (nn.Module, list, tuple)):
         model = make_net
         make_net = lambda: copy.deepcopy(model)  # noqa: E731  (two independent copies of the model)
@@ -88,12 +162,24 @@ def pipeline_estimate(make_net: Callable[[], BlockNet | nn.Sequential], x: torch
     first = make_net()
     wrap = {} if isinstance(first, BlockNet) else {"num_classes": num_classes, "example": x}
     bp = methods.build(first, "backprop", **wrap)
-    local = methods.build(make_net(), f"chunked-{devices}", **wrap)
+    bp_costs = cost.module_costs(bp, x, y)
+    n_blocks = len(bp.net.blocks)
+    if devices > n_blocks:
+        raise ValueError(f"devices={devices} is more than the {n_blocks} blocks of the net; use at most {n_blocks}")
+    if balance == "blocks":
+        method = f"chunked-{devices}"
+    else:
+        if balance == "time":
+            work = _block_seconds(bp.net, x, y)
+        else:
+            blocks_fwd = bp_costs[bp_costs["block"] >= 0].set_index("block")["forward"]
+            work = [float(blocks_fwd.loc[i]) for i in range(n_blocks)]
+            work[-1] += float(bp_costs[bp_costs["block"] < 0]["forward"].sum())
+        method = "chunked@" + ",".join(str(s) for s in balanced_split(work, devices))
+    local = methods.build(make_net(), method, **wrap)
     plan = plan_stages(local, devices, infos=boundary_info(local, spec, x.dtype))
     stage_blocks = plan.blocks
     b = x.shape[0]
-
-    bp_costs = cost.module_costs(bp, x, y)
     one_device = float((bp_costs["forward"] + bp_costs["backward"]).sum())
     per_block = bp_costs[bp_costs["block"] >= 0].set_index("block")
     head = bp_costs[bp_costs["block"] < 0][["forward", "backward"]].sum().sum()
@@ -129,18 +215,35 @@ def pipeline_estimate(make_net: Callable[[], BlockNet | nn.Sequential], x: torch
     comm = {k: predicted_comm(SimpleNamespace(schedule=k, micro_batch=b, micro_batches=micro_batches), plan,
                               boundary_info(local, spec, x.dtype), spec, param_bytes) for k in ("local", "1f1b")}
     bubble = (micro_batches + devices - 1) / micro_batches
+    # recomputation: every forward runs again in the backward; a device keeps only the stage
+    # inputs of its micro-batches in flight, and one micro-batch's saved tensors at a time
+    rc_stage = [bp_stage[s] + float(per_block.loc[blocks, "forward"].sum()) for s, blocks in enumerate(stage_blocks)]
+    stage_input = [inputs[plan.modules[s][0]].numel() * inputs[plan.modules[s][0]].element_size()
+                   for s in range(devices)]
+    one_step = _step_seconds(bp, x, y)
+    common = dict(micro_batch=b, micro_batches=micro_batches, balance=balance)
+
+    def row(training, schedule, stages, stage_flops, slowest, comm_bytes, memory):
+        speedup = one_device / slowest
+        return dict(training=training, schedule=schedule, devices=stages, stages=stages, flops_per_sample=slowest,
+                    speedup=speedup, samples_per_s=speedup * b / one_step,
+                    bytes_forward=comm_bytes[0], bytes_backward=comm_bytes[1], peak_memory_bytes=memory,
+                    comm_bytes_per_sample={"forward": comm_bytes[0], "backward": comm_bytes[1]},
+                    peak_mem_bytes_per_stage=memory, busy_fraction_per_stage=[f / slowest for f in stage_flops],
+                    method="backprop" if schedule != "local" else method, **common)
+
     rows = [
-        dict(training="backprop, 1 device", devices=1, flops_per_sample=one_device, speedup=1.0,
-             bytes_forward=0, bytes_backward=0,
-             peak_memory_bytes=[_state_bytes(bp.parameters()) + _saved_bytes(lambda: bp.losses(x, y)[0])]),
-        dict(training=f"pipelined backprop (1F1B), {devices} devices", devices=devices,
-             flops_per_sample=max(bp_stage) * bubble, speedup=one_device / (max(bp_stage) * bubble),
-             bytes_forward=comm["1f1b"]["forward"], bytes_backward=comm["1f1b"]["backward"],
-             peak_memory_bytes=[_state_bytes(stage_params(bp, s)) + (devices - s) * bp_saved[s]
-                                for s in range(devices)]),
-        dict(training=f"local pipeline (chunked-{devices}), {devices} devices", devices=devices,
-             flops_per_sample=max(local_stage), speedup=one_device / max(local_stage),
-             bytes_forward=comm["local"]["forward"], bytes_backward=comm["local"]["backward"],
-             peak_memory_bytes=[_state_bytes(stage_params(local, s)) + local_saved[s] for s in range(devices)]),
+        row("backprop, 1 device", "backprop", 1, [one_device], one_device, (0, 0),
+            [_state_bytes(bp.parameters()) + _saved_bytes(lambda: bp.losses(x, y)[0])]),
+        row(f"pipelined backprop (1F1B), {devices} devices", REFERENCE, devices, bp_stage, max(bp_stage) * bubble,
+            (comm["1f1b"]["forward"], comm["1f1b"]["backward"]),
+            [_state_bytes(stage_params(bp, s)) + (devices - s) * bp_saved[s] for s in range(devices)]),
+        row(f"local pipeline ({method}), {devices} devices", "local", devices, local_stage, max(local_stage),
+            (comm["local"]["forward"], comm["local"]["backward"]),
+            [_state_bytes(stage_params(local, s)) + local_saved[s] for s in range(devices)]),
+        row(f"pipelined backprop (1F1B, recomputation), {devices} devices", RECOMPUTE_REFERENCE, devices, rc_stage,
+            max(rc_stage) * bubble, (comm["1f1b"]["forward"], comm["1f1b"]["backward"]),
+            [_state_bytes(stage_params(bp, s)) + bp_saved[s] + (devices - s - 1) * stage_input[s]
+             for s in range(devices)]),
     ]
-    return pd.DataFrame(rows)
+    return Estimate(rows)

@@ -36,12 +36,12 @@ import torch.nn as nn
 
 from .models import BlockNet
 
-METHODS = ("backprop", "greedy", "overlapping", "chunked-K")
+from .names import FIXED_METHODS, METHOD_PATTERNS, METHODS  # noqa: F401  (methods.METHODS)
 
 
 def chunk_starts(spec: str) -> list[int] | None:
     """``"chunked@3,5"`` -> ``[3, 5]`` (the first blocks of chunks 1..K-1); None for any other spec."""
-    match = re.fullmatch(r"chunked@(\d+(?:,\d+)*)", spec) if isinstance(spec, str) else None
+    match = re.fullmatch(METHOD_PATTERNS["chunked@A,B,..."], spec) if isinstance(spec, str) else None
     if match is None:
         return None
     starts = [int(v) for v in match.group(1).split(",")]
@@ -55,7 +55,7 @@ def parse_spec(spec: str) -> tuple[str, int | None]:
     ``"greedy"`` -> ``("greedy", None)``.
 
     Checks the syntax only (and ``K >= 1``); whether K fits a net is :func:`module_blocks`'s job."""
-    if spec in ("backprop", "greedy", "overlapping"):
+    if spec in FIXED_METHODS:
         return spec, None
     starts = chunk_starts(spec)
     if starts is not None:

@@ -20,7 +20,7 @@ from torchvision.models.resnet import BasicBlock, Bottleneck, conv1x1
 
 from .blocknet import AutoHead, BlockNet  # noqa: F401  (re-exported: models.BlockNet)
 
-MODELS = ("mlp", "transformer", "resnet18", "resnet34", "resnet50")
+from .names import MODELS  # noqa: F401  (models.MODELS: the built-in names)
 
 
 # ---------------------------------------------------------------------------- MLP

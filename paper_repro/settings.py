@@ -30,9 +30,7 @@ import numpy as np
 from .sweep.grid import Grid
 from .train import TrainConfig
 
-PROFILES = ("quick", "cpu", "full")
-COMPUTE_STUDIES = ("mlp", "mlp-deep", "transformer", "resnet", "resnet-imagenet")
-SIMILARITY_STUDIES = ("gradient", "features", "random_labels")
+from .names import COMPUTE_STUDIES, PROFILES, SIMILARITY_STUDIES  # noqa: F401  (settings.PROFILES, ...)
 LOCAL = ["greedy", "overlapping", "chunked-2"]
 
 
@@ -80,6 +78,16 @@ _GRIDS = {
         eval_every_examples=4096, train_eval_examples=2000, stop_loss=1.35, eval_examples=2000,
         description="6x256 MLP on the full CIFAR-10 training set at 16x16 px; each run stops at "
                     "training-subset loss 1.35 or its step cap"),
+    ("mlp-deep", "cpu"): dict(
+        name="mlp_deep_cifar10_8px_cpu", model="mlp", dataset="cifar10",
+        model_kwargs=dict(depth=10, width=256), data_kwargs=dict(max_test=2000, image_size=8),
+        methods=["backprop", "greedy", "chunked-3", "chunked-2", "overlapping"],
+        batch_sizes=[32, 128, 512, 1024, 2048, 4096, 8192, 16384],
+        lrs=[3e-4, 1e-3, 3e-3, 1e-2], seeds=[0, 1], steps=20000, examples=500_000, min_steps=200,
+        eval_every_examples=4096, train_eval_examples=2000, stop_loss=1.6, stop_overshoot=0.25,
+        eval_examples=2000,
+        description="10x256 MLP on the full CIFAR-10 training set at 8x8 px (192 inputs); each run stops 25% "
+                    "past training-subset loss 1.6 (in examples) or at its step cap"),
     ("transformer", "cpu"): dict(
         name="transformer_text_tokens_cpu", model="transformer", dataset="text",
         model_kwargs=dict(d_model=32, n_layers=4, n_heads=2), data_kwargs=dict(seq_len=16),
@@ -142,13 +150,15 @@ _MODULES = {
 _ANALYSIS = {
     ("mlp", "quick"): dict(rule="eval", rules=["eval", "examples:256", "examples:1024"], targets=None),
     ("mlp-deep", "quick"): dict(rule="eval", rules=["eval", "examples:256", "examples:1024"], targets=None),
-    ("mlp-modules", "quick"): dict(rule="eval", rules=["eval", "examples:256"], targets=[1.0, 0.6]),
+    ("mlp-deep", "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"],
+                              targets=[2.0, 1.8, 1.6]),
+    ("mlp-modules", "quick"): dict(rule="eval", rules=["eval", "examples:256"], targets=[1.6, 1.0]),
     ("transformer", "quick"): dict(rule="eval", rules=["eval", "examples:64", "examples:256"], targets=None),
     ("resnet", "quick"): dict(rule="eval", rules=["eval", "examples:256", "examples:1024"], targets=None),
     ("mlp", "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"], targets=[1.7, 1.5, 1.35]),
     ("transformer", "cpu"): dict(rule="eval", rules=["eval", "examples:512", "examples:2048"],
                                  targets=[2.8, 2.5, 2.3]),
-    ("resnet", "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"], targets=[1.9, 1.7, 1.5]),
+    ("resnet", "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"], targets=[2.0, 1.8, 1.6]),
 }
 _FULL_ANALYSIS = dict(rule="eval", rules=["eval", "examples:25600", "examples:102400"], targets=None)
 

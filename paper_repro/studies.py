@@ -89,23 +89,34 @@ def compute_study(study: str, profile: str = "quick", *, results_dir="results", 
                  tables=analysis.study_tables(df, targets, rule), labels=grid_labels(grid, data_name))
 
 
+@dataclass
+class ModulesStudy:
+    profile: str
+    device: str
+    table: pd.DataFrame          # one row per (depth, method, target)
+    labels: tuple = field(default=("", ""))
+
+    def title(self, what: str) -> str:
+        model, data = self.labels
+        return figure_title(what, model=model, dataset=data, profile=self.profile, device=self.device)
+
+
 def modules_study(profile: str = "quick", *, results_dir="results", data_dir=None, device="cpu", workers: int = 1,
-                  rule: str | None = None, targets=None, train_missing: bool = True) -> pd.DataFrame:
+                  rule: str | None = None, targets=None, train_missing: bool = True) -> ModulesStudy:
     """Speedup at the high-compute end against the number of blocks (greedy's local modules):
     the sweeps of :func:`paper_repro.settings.module_grids` (run, resumed or only read, as
-    :func:`compute_study`), each analysed alone. One row per (depth, method, target):
-    ``high_compute_speedup`` with its range over seeds (``_lo``, ``_hi``), ``max_speedup``,
-    ``critical_path_ratio`` (backprop's critical path over the method's: the bound at equal
-    steps) and ``num_modules``."""
+    :func:`compute_study`), each analysed alone. ``table`` has one row per (depth, method,
+    target): ``high_compute_speedup`` with its range over seeds (``_lo``, ``_hi``),
+    ``max_speedup``, ``critical_path_ratio`` (backprop's critical path over the method's: the
+    bound at equal steps) and ``num_modules``."""
     reading = settings.analysis_settings("mlp-modules", profile)
     rule = rule or reading["rule"]
     targets = list(targets or reading["targets"])
+    grids = settings.module_grids(profile)
     rows = []
-    for depth, grid in settings.module_grids(profile).items():
+    for depth, grid in grids.items():
         _, df = _sweep_records(grid, profile, results_dir=results_dir, data_dir=data_dir, device=device,
                                workers=workers, train_missing=train_missing)
-        if df.empty:
-            continue
         costs = analysis.cost_table(df)
         headline = analysis.study_tables(df, targets, rule).headline
         for _, h in headline.iterrows():
@@ -114,4 +125,7 @@ def modules_study(profile: str = "quick", *, results_dir="results", data_dir=Non
                              critical_path_ratio=float(costs.loc[h["method"], "critical_path_vs_backprop"]),
                              **{k: h.get(k) for k in ("high_compute_speedup", "high_compute_speedup_lo",
                                                       "high_compute_speedup_hi", "max_speedup")}))
-    return pd.DataFrame(rows)
+    first = next(iter(grids.values()))
+    model, data = grid_labels(first, data_dir)
+    model = f"MLP of width {first.model_kwargs.get('width')}, depth {', '.join(map(str, grids))}"
+    return ModulesStudy(profile=profile, device=device, table=pd.DataFrame(rows), labels=(model, data))

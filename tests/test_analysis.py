@@ -147,3 +147,23 @@ def test_sensitivity_compares_rules():
     # identical curves for both methods: the speedup is the critical-path ratio under every rule
     assert spread["high_compute_speedup_min"].iloc[0] == pytest.approx(4.0)
     assert spread["high_compute_speedup_agrees"].iloc[0]
+
+
+def test_regime_by_rule_reads_the_last_doubling_under_each_rule():
+    # training loss 2 - step / S(B) with S(B) = 10 * (1 + 64 / B); evaluations every step
+    parts = []
+    for b in (64, 128, 256):
+        scale = 10 * (1 + 64 / b)
+        losses = [2 - s / scale for s in range(1, 40)]
+        parts.append(run("backprop", b, losses, eval_losses={s: v for s, v in enumerate(losses, 1)}))
+    df = pd.concat(parts)
+    table = ef.regime_by_rule(df, [1.0], ["eval", "steps:1"], within=1.25).set_index("rule")
+    # loss 1.0 is reached at step S(B): 15 at 128 and 12.5 -> 13 at 256
+    assert table.loc["eval", "last_doubling"] == pytest.approx(15 / 13)
+    assert table.loc["eval", "in_regime"] and table.loc["eval", "largest_batch"] == 256
+    assert table.loc["steps:1", "last_doubling"] == pytest.approx(15 / 13)
+    strict = ef.regime_by_rule(df, [1.0], ["eval"], within=1.1)
+    assert not strict["in_regime"].iloc[0]
+    # a target the largest batches never reach is not in the regime (nothing shows it is)
+    never = ef.regime_by_rule(df, [-5.0], ["eval"])
+    assert math.isnan(never["last_doubling"].iloc[0]) and not never["in_regime"].iloc[0]

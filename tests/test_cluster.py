@@ -186,3 +186,7 @@ def test_notebook_script_reads_the_store_without_training(tmp_path, monkeypatch,
     assert kw["parameters"]["results_dir"] == f"{tmp_path}/shared/results"
     proc, argv = _argv_of(NOTEBOOK, dict(STUDY="resnet-imagenet"), tmp_path)
     assert proc.returncode == 2 and "no notebook reads study 'resnet-imagenet'" in proc.stderr
+    # the deep-MLP study is notebook 01 with its study parameter
+    proc, argv = _argv_of(NOTEBOOK, dict(STUDY="mlp-deep", PROFILE="cpu"), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "01_mlp_compute_efficiency" in argv and argv[-3:] == ["-p", "study", "mlp-deep"]

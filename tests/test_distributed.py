@@ -41,7 +41,7 @@ def _configs(stages, tmp):
                             **MODELS[model], **SMALL)
              for i, (model, method, every) in enumerate(LOCAL_RUNS[stages])]
     # the baselines: same stage cut as chunked-S, SGD so that "equals backprop" can be checked closely
-    base = [PipelineConfig(schedule=s, stages=stages, optimizer="sgd", lr=0.1, save_params=str(tmp / s), balance="flops",
+    base = [PipelineConfig(schedule=s, stages=stages, optimizer="sgd", lr=0.1, save_params=str(tmp / s), balance="blocks",
                            **MODELS["mlp"], **{**SMALL, "micro_batches": 4}) for s in BASELINES]
     local_m = [PipelineConfig(save_params=str(tmp / "local_m"), **LOCAL_M)]
     return local + (base + local_m if stages == 2 else base[:1])
@@ -331,7 +331,7 @@ def test_the_gpus_event_timing_runs_through_real_pipelines(monkeypatch):
     stand-ins: every phase of the local pipeline and of 1F1B is read, and adds up within the window."""
     from paper_repro.distributed.stopwatch import CLOCK_ENV
     monkeypatch.setenv(CLOCK_ENV, "events")
-    cfgs = [PipelineConfig(schedule=s, stages=2, balance="flops", **MODELS["mlp"], **{**SMALL, "steps": 2})
+    cfgs = [PipelineConfig(schedule=s, stages=2, balance="blocks", **MODELS["mlp"], **{**SMALL, "steps": 2})
             for s in ("local", "1f1b")]
     for r in run_pipeline(cfgs, progress=False):
         for st in r["per_stage"]:

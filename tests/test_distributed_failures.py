@@ -157,7 +157,7 @@ def test_the_worker_alone_exits_1_with_one_line_naming_what_it_tried_to_reach():
     cmd = [sys.executable, "-m", "paper_repro.distributed.run", "--stages", "2", "--init-timeout", "2",
            "--model", "mlp", "--model-kwargs", '{"depth": 4, "width": 16}', "--image-size", "4", "--threads", "1"]
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     seconds = time.monotonic() - t0
     assert proc.returncode == EXIT_FAILED
     lines = proc.stderr.strip().splitlines()
@@ -166,7 +166,7 @@ def test_the_worker_alone_exits_1_with_one_line_naming_what_it_tried_to_reach():
                         f"127.0.0.1:{port} (MASTER_ADDR:MASTER_PORT) within the start-up timeout of 2 s "
                         f"(last error: [Errno 111] Connection refused); is stage 0 (or torchrun) running there? "
                         f"Raise --init-timeout if it starts later")
-    assert seconds < 2 + 30  # the timeout plus starting Python and importing torch on a loaded machine
+    assert seconds < 2 + 90  # the timeout plus starting Python and importing torch on a loaded machine
 
 
 def test_overlapping_across_a_stage_boundary_is_refused_before_launch():

@@ -255,7 +255,8 @@ def test_multi_stage_schedules_need_enough_micro_batches_and_blocks():
 
 def test_the_default_local_method_is_one_chunk_per_stage_cut_by_measured_time(monkeypatch):
     """Without a method the local pipeline trains chunked@A: one chunk per stage, the chunks cut
-    where the measured (here hand-made) block times balance; --balance flops keeps chunked-S."""
+    where the measured (here hand-made) block times balance; --balance blocks keeps chunked-S,
+    --balance flops cuts the chunks by forward FLOPs."""
     cfg = PipelineConfig(model="mlp", model_kwargs={"depth": 4, "width": 16}, image_size=4, stages=2)
     made = {"compute": [1.0, 1.0, 1.0, 5.0], "head": [0.25] * 4, "send": [0.0] * 4, "input_grad": [0.0] * 4}
     monkeypatch.setattr(timing, "module_times", lambda learner, spec, c, reps=3: made)
@@ -263,8 +264,11 @@ def test_the_default_local_method_is_one_chunk_per_stage_cut_by_measured_time(mo
     # blocks cost 0.75 each but the last (5); a chunk ending at block i < 3 pays its head (0.25)
     assert cfg.method == "chunked@3" and learner.module_blocks == [[0, 1, 2], [3]]
     assert plan.modules == [[0], [1]] and plan.blocks == [[0, 1, 2], [3]]
+    blocks = PipelineConfig(**{**cfg.to_dict(), "method": None, "balance": "blocks"})
+    assert run.prepare(blocks)[2].module_blocks == [[0, 1], [2, 3]] and blocks.local_method == "chunked-2"
     flops = PipelineConfig(**{**cfg.to_dict(), "method": None, "balance": "flops"})
-    assert run.prepare(flops)[2].module_blocks == [[0, 1], [2, 3]] and flops.local_method == "chunked-2"
+    run.prepare(flops)
+    assert flops.method.startswith("chunked@")
 
 
 def test_chunks_chosen_by_their_first_blocks():
@@ -495,7 +499,7 @@ def test_a_cut_measured_apart_is_the_cut_measured_here():
     the plan that comes back is the one this process makes."""
     from paper_repro.distributed.bench import measured_cut
     cfg = PipelineConfig(model="mlp", model_kwargs={"depth": 4, "width": 16}, image_size=4, stages=2,
-                         balance="flops", schedule="1f1b")
+                         balance="blocks", schedule="1f1b")
     here = measured_cut(cfg)
     assert here == measured_cut(cfg, apart=True) == (None, [1], None)      # two chunks of two blocks
 

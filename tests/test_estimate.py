@@ -29,8 +29,11 @@ def test_flops_and_speedups_match_a_count_by_hand(table):
     greedy_module = (lin + lin) + (head + 2 * head)     # every local module's input is detached
     stage = [lin + lin, 3 * lin, 3 * lin, 3 * lin + 3 * head]  # pipelined backprop, one block per device
     rows = table.reset_index(level="devices").reset_index(drop=True)
-    assert rows["flops_per_sample"].tolist() == pytest.approx([one, max(stage) * 19 / 16, greedy_module])
-    assert rows["speedup"].tolist() == pytest.approx([1.0, one / (max(stage) * 19 / 16), one / greedy_module])
+    assert rows["schedule"].tolist() == ["backprop", "1f1b", "local", "1f1b-recompute"]
+    assert rows["flops_per_sample"].tolist()[:3] == pytest.approx([one, max(stage) * 19 / 16, greedy_module])
+    assert rows["speedup"].tolist()[:3] == pytest.approx([1.0, one / (max(stage) * 19 / 16), one / greedy_module])
+    # recomputation runs every block's forward again
+    assert rows["flops_per_sample"][3] == pytest.approx(max(s + lin for s in stage) * 19 / 16)
 
 
 def test_bytes_between_devices_match_the_boundary_shapes(table):

@@ -28,7 +28,9 @@ def test_modules_study_reads_each_depth_and_draws(monkeypatch, tmp_path):
     monkeypatch.setitem(settings.STUDIES, "mlp-modules", ("quick", "cpu"))
     monkeypatch.setitem(settings._ANALYSIS, ("mlp-modules", "cpu"), dict(rule="eval", rules=["eval"],
                                                                          targets=[1.8, 1.4]))
-    frame = studies.modules_study("cpu", results_dir=tmp_path)
+    study = studies.modules_study("cpu", results_dir=tmp_path)
+    frame = study.table
+    assert "depth 2, 4" in study.title("x")
     assert sorted(frame.depth.unique()) == [2, 4] and set(frame.method) == {"greedy"}
     for depth in (2, 4):  # the ratio is the cost table's, and greedy has one module per block
         df = sweep.load_results(tmp_path / f"mlp_depth{depth}_tiny")
@@ -41,7 +43,7 @@ def test_modules_study_reads_each_depth_and_draws(monkeypatch, tmp_path):
             assert r.high_compute_speedup == pytest.approx(headline.loc[r.target, "high_compute_speedup"])
     assert frame[frame.depth == 4].critical_path_ratio.iloc[0] > frame[frame.depth == 2].critical_path_ratio.iloc[0]
     # a second call only reads: the stores are complete
-    again = studies.modules_study("cpu", results_dir=tmp_path, train_missing=False)
+    again = studies.modules_study("cpu", results_dir=tmp_path, train_missing=False).table
     assert again.equals(frame)
     fig = plots.efficiency.plot_speedup_vs_modules(frame, "title")
     assert len(fig.axes) == 2

@@ -67,7 +67,7 @@ def test_compute_vs_1f1b_divides_each_stage_by_1f1b_in_the_same_measurement():
     assert df.loc[("gpipe", 0), "compute_vs_1f1b"] == pytest.approx(1.5)     # median of 2.0 and 1.0
     assert (df.loc[("gpipe", 0), "min"], df.loc[("gpipe", 0), "max"]) == pytest.approx((1.0, 2.0))
     assert df.loc[("gpipe", 1), "compute_vs_1f1b"] == pytest.approx(1.25)    # 1.0 and 1.5
-    assert df.loc[("local-per-step", 0), "compute_vs_1f1b"] == pytest.approx(0.5)
+    assert df.loc[("local/M", 0), "compute_vs_1f1b"] == pytest.approx(0.5)
     # 1F1B's own time per micro-batch: 0.8 s / 8 and 1.6 s / 8 -> 100 and 200 ms, median 150
     assert df.loc[("1f1b", 0), "1f1b_ms_per_micro_batch"] == pytest.approx(150.0)
     with pytest.raises(ValueError, match="no 1f1b run at micro-batch 8"):

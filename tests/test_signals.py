@@ -158,8 +158,8 @@ def test_sigterm_stops_the_pipeline_launcher_and_every_stage(tmp_path):
         _wait_for("two training stages", lambda: re.search(r"\| *[1-9]\d*/", (tmp_path / "stderr.txt").read_text())
                   and len(_descendants(proc.pid)) >= 2, proc)
         kids = _descendants(proc.pid)
-        _signal_and_check(proc, tmp_path, signal.SIGTERM, r": every stage process is stopped; a pipeline run "
-                          r"reports only when all its runs finish, so nothing is saved", kids)
+        _signal_and_check(proc, tmp_path, signal.SIGTERM, r": every stage process is stopped; no run had "
+                          r"finished, so nothing is saved", kids)
     finally:
         _cleanup(proc)
 

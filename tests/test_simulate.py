@@ -72,7 +72,7 @@ def test_local_steady_state_is_one_micro_batch_per_slowest_stage():
     assert r.samples_per_s == pytest.approx(8 / slowest)
     assert r.busy_per_stage[1] == pytest.approx(1.0)
     # optimizer once per step instead of after every micro-batch
-    once = simulate("local-per-step", costs, 16, micro_batch=8, steps=4, warmup_steps=2)
+    once = simulate("local/M", costs, 16, micro_batch=8, steps=4, warmup_steps=2)
     per_mb = [costs.forward[s] + costs.backward(s) for s in range(3)]
     assert once.samples_per_s == pytest.approx(8 * 16 / (16 * max(per_mb) + costs.optimizer[1]))
 
@@ -114,7 +114,7 @@ def test_the_first_processor_draws_the_input_before_the_step_or_the_micro_batch(
 def test_zero_bubble_beats_1f1b_with_uniform_times():
     S, M = 4, 8
     base = simulate("1f1b", uniform_costs("1f1b", S, 1.0, 2.0), M)
-    for schedule in ("zb-interleaved", "zbv"):
+    for schedule in ("interleaved-zb", "zbv"):
         r = simulate(schedule, uniform_costs(schedule, S, 1.0, 2.0), M)
         assert r.makespan_s < base.makespan_s
         assert math.isclose(sum(r.busy_per_stage) * r.makespan_s, S * M * 3.0)
@@ -129,15 +129,15 @@ def _block_costs(n=6):
 
 def test_stage_costs_sum_blocks_heads_and_input_gradients_by_hand():
     bc = _block_costs()
-    assert pieces(bc, 2) == [[0, 1, 2], [3, 4, 5]]
-    bp = schedule_costs(bc, "1f1b", 2)
+    assert pieces(bc, 2, "blocks") == [[0, 1, 2], [3, 4, 5]]
+    bp = schedule_costs(bc, "1f1b", 2, "blocks")
     assert bp.forward == [1 + 2 + 3, 4 + 5 + 6 + 0.5]
     # block 0 takes data: no input gradient; the last piece's head backward counts as I
     assert bp.backward_input == [0 + 2 + 3, 4 + 5 + 6 + 0.25]
     assert bp.backward_weight == [1 + 2 + 3, 4 + 5 + 6]
     assert bp.optimizer == pytest.approx([0.3, 0.35])
     assert bp.send_bytes == [300]
-    loc = schedule_costs(bc, "local", 2)
+    loc = schedule_costs(bc, "local", 2, "blocks")
     assert loc.forward == [6.5, 15.5]           # every stage has a head
     assert loc.backward_input == [0 + 2 + 3 + 0.25, 0 + 5 + 6 + 0.25]   # stage input is detached
     assert loc.send_bytes == [308]              # activations + labels
@@ -155,18 +155,18 @@ def test_fresh_gradients_cost_less_by_the_measured_accumulation():
     backprop adds to them in all but the first micro-batch of a step."""
     bc = dataclasses.replace(_block_costs(), accumulate=[0.5] * 6)
     assert fresh_share("local", 16) == 1.0 and fresh_share("local", 16, update_every=4) == 0.25
-    assert fresh_share("local-per-step", 16) == fresh_share("1f1b-recompute", 16) == 1 / 16
-    plain = schedule_costs(bc, "local", 2)
-    fresh = schedule_costs(bc, "local", 2, fresh=1.0)
+    assert fresh_share("local/M", 16) == fresh_share("1f1b-recompute", 16) == 1 / 16
+    plain = schedule_costs(bc, "local", 2, "blocks")
+    fresh = schedule_costs(bc, "local", 2, "blocks", fresh=1.0)
     assert fresh.backward_weight == [w - 3 * 0.5 for w in plain.backward_weight]   # 3 blocks a stage
     assert fresh.backward_input == plain.backward_input and fresh.forward == plain.forward
-    quarter = schedule_costs(bc, "1f1b", 2, fresh=0.25)
-    accumulating = schedule_costs(bc, "1f1b", 2).backward_weight
+    quarter = schedule_costs(bc, "1f1b", 2, "blocks", fresh=0.25)
+    accumulating = schedule_costs(bc, "1f1b", 2, "blocks").backward_weight
     assert quarter.backward_weight == pytest.approx([w - 3 * 0.125 for w in accumulating])
     # an older calibration without the measurement: nothing is taken off
-    assert schedule_costs(_block_costs(), "local", 2, fresh=1.0).backward_weight == plain.backward_weight
+    assert schedule_costs(_block_costs(), "local", 2, "blocks", fresh=1.0).backward_weight == plain.backward_weight
     with pytest.raises(ValueError, match="fresh must be a share between 0 and 1, got 2"):
-        schedule_costs(bc, "local", 2, fresh=2)
+        schedule_costs(bc, "local", 2, "blocks", fresh=2)
 
 
 def test_block_costs_scale_linearly_and_round_trip(tmp_path):

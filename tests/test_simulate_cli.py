@@ -21,9 +21,10 @@ TINY = dict(model="mlp", model_kwargs={"depth": 4, "width": 16}, image_size=4)
 
 
 def test_the_parser_choices_and_defaults_are_the_package_names():
-    """cli.py repeats them so that ``--help`` needs no torch."""
-    assert cli.SIMULATED_SCHEDULES == schedules.SCHEDULES
-    assert cli.SIMULATED_CUTS == costs.BALANCES
+    """Both take the names from paper_repro.names; the defaults cli.py repeats so that ``--help``
+    needs no torch."""
+    assert cli.SIMULATED_SCHEDULES is schedules.SCHEDULES
+    assert cli.CUTS is costs.BALANCES
     assert cli.DTYPES == tuple(sorted(distributed.DTYPES)) and cli.DEVICES == distributed.DEVICES
     defaults = dataclasses.asdict(PipelineConfig())
     assert cli.PIPELINE_DEFAULTS == {k: defaults[k] for k in cli.PIPELINE_DEFAULTS}
@@ -99,8 +100,8 @@ def test_validation_runs_real_pipelines_and_simulator_side_by_side(tmp_path):
     """Tiny sizes (the real check runs on an idle machine): the table has both sides for every
     schedule, the ratios are computed against 1F1B, and the memory accounting is exact."""
     base = PipelineConfig(**TINY, micro_batches=4, steps=1, warmup_steps=1, timeout=60.0)
-    df = validate.compare(base, [2], [4], ["local", "local-per-step", "gpipe", "1f1b", "1f1b-recompute"], reps=1)
-    assert sorted(df.schedule) == sorted(["local", "local-per-step", "gpipe", "1f1b", "1f1b-recompute"])
+    df = validate.compare(base, [2], [4], ["local", "local/M", "gpipe", "1f1b", "1f1b-recompute"], reps=1)
+    assert sorted(df.schedule) == sorted(["local", "local/M", "gpipe", "1f1b", "1f1b-recompute"])
     assert (df.measured_samples_per_s > 0).all() and (df.simulated_samples_per_s > 0).all()
     assert df[df.schedule == "1f1b"].measured_ratio_vs_1f1b.tolist() == [1.0]
     assert df.saved_bytes_max_rel_error.max() == 0.0
@@ -171,10 +172,10 @@ def test_validation_against_stored_runs_uses_their_cuts_and_settings():
     records = [r for r in json.loads(open(ROOT / "results/pipeline/resnet18w16_chunked2_cpu2.json").read())
                if r["micro_batch"] == 8]
     df = validate.against(records, reps=1)
-    assert sorted(df.schedule) == sorted(["local", "local-per-step", "gpipe", "1f1b", "1f1b-recompute"])
+    assert sorted(df.schedule) == sorted(["local", "local/M", "gpipe", "1f1b", "1f1b-recompute"])
     assert df.measured_samples_per_s.tolist() == [r["samples_per_s"] for r in records if r["schedule"] != "ddp"]
     assert df.saved_bytes_max_rel_error.max() == 0.0
-    runs = {r["schedule"] if (r.get("update_every") or 1) == 1 else "local-per-step": r["samples_per_s_runs"]
+    runs = {r["schedule"] if (r.get("update_every") or 1) == 1 else "local/M": r["samples_per_s_runs"]
             for r in records if r["schedule"] != "ddp"}
     for row in df.itertuples():      # the spread of the paired repeats, and the two checks
         ratios = [a / b for a, b in zip(runs[row.schedule], runs["1f1b"])]
@@ -182,7 +183,7 @@ def test_validation_against_stored_runs_uses_their_cuts_and_settings():
         assert row.within_15pct == (abs(row.ratio_rel_error) <= 0.15)
         assert row.within_repeats == (min(ratios) <= row.simulated_ratio_vs_1f1b <= max(ratios))
         busy = next(r["busy_fraction_per_stage"] for r in records
-                    if (r["schedule"] if (r.get("update_every") or 1) == 1 else "local-per-step") == row.schedule)
+                    if (r["schedule"] if (r.get("update_every") or 1) == 1 else "local/M") == row.schedule)
         assert row.measured_busy == pytest.approx(sum(busy) / len(busy))
     assert df.attrs["malloc_env"] == ["null"]     # runs made before the settings were recorded
     with pytest.raises(ValueError, match="no 1f1b run"):

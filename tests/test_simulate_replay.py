@@ -27,12 +27,12 @@ def test_each_stage_runs_its_schedules_actions_in_order():
     assert rp._actions(job("1f1b-recompute"), 1) == [("F", 0), ("B", 0), ("F", 1), ("B", 1), ("F", 2), ("B", 2),
                                                      ("F", 3), ("B", 3)]
     assert rp._actions(job("gpipe"), 1) == [("F", m) for m in range(4)] + [("B", m) for m in range(4)]
-    for schedule in ("local", "local-per-step"):
+    for schedule in ("local", "local/M"):
         assert rp._actions(job(schedule), 0) == [(k, m) for m in range(4) for k in ("F", "B")]
 
 
 def test_replay_times_every_stage_of_every_job():
-    jobs = [job("local", method="chunked-2"), job("local-per-step", method="chunked-2"), job("gpipe"),
+    jobs = [job("local", method="chunked-2"), job("local/M", method="chunked-2"), job("gpipe"),
             job("1f1b"), job("1f1b-recompute")]
     times = rp.replay(jobs, rounds=2, malloc_env={})
     assert set(times) == {j.key() for j in jobs}

@@ -34,14 +34,14 @@ from __future__ import annotations
 
 from .frontiers import (per_seed_curves, per_seed_speedups, sensitivity, sensitivity_spread, speedup, speedup_table,
                         staircase, staircase_at, summarize_speedup)
-from .regime import critical_batch, steps_vs_batch
+from .regime import critical_batch, regime_by_rule, steps_vs_batch
 from .study import StudyTables, claims_table, cost_table, save_tables, study_tables
 from .targets import (CONFIG_KEYS, FLOP_COLUMNS, best_lr_points, over_seeds, parse_rule, run_curve, suggest_targets,
                       time_to_target, trailing_mean, unreached_targets)
 
 __all__ = [
     "CONFIG_KEYS", "FLOP_COLUMNS", "StudyTables", "best_lr_points", "claims_table", "cost_table",
-    "critical_batch", "over_seeds", "parse_rule", "per_seed_curves", "per_seed_speedups", "run_curve",
+    "critical_batch", "over_seeds", "regime_by_rule", "parse_rule", "per_seed_curves", "per_seed_speedups", "run_curve",
     "save_tables", "sensitivity", "sensitivity_spread", "speedup", "speedup_table", "staircase",
     "staircase_at", "steps_vs_batch", "study_tables", "suggest_targets", "summarize_speedup",
     "time_to_target", "trailing_mean", "unreached_targets",

@@ -5,7 +5,7 @@ import math
 
 import pandas as pd
 
-from .targets import over_seeds
+from .targets import over_seeds, time_to_target
 
 
 def steps_vs_batch(ttt: pd.DataFrame) -> pd.DataFrame:
@@ -35,4 +35,22 @@ def critical_batch(svb: pd.DataFrame) -> pd.DataFrame:
         if len(g) >= 2 and g["batch_size"].iloc[-1] == 2 * g["batch_size"].iloc[-2]:
             row["last_doubling"] = float(g["step"].iloc[-2]) / float(g["step"].iloc[-1])
         rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def regime_by_rule(df: pd.DataFrame, targets, rules, method: str = "backprop", within: float = 1.25) -> pd.DataFrame:
+    """Whether ``method`` is in the high-compute regime under every target rule: per (rule,
+    target), :func:`critical_batch`'s ``last_doubling`` (steps at the second-largest batch over
+    steps at the largest, best learning rate of each) and ``in_regime``: below ``within``
+    (e.g. 1.25: doubling the batch cuts the steps by less than 1.25x). A rule under which the
+    largest batches do not both reach the target gives NaN and ``in_regime`` False."""
+    rows = []
+    for rule in rules:
+        crit = critical_batch(steps_vs_batch(time_to_target(df[df["method"] == method], targets, rule)))
+        for target in targets:
+            row = crit[crit["target"] == target] if len(crit) else crit
+            last = float(row["last_doubling"].iloc[0]) if len(row) else math.nan
+            rows.append({"rule": rule, "method": method, "target": target, "last_doubling": last,
+                         "largest_batch": int(row["largest_batch"].iloc[0]) if len(row) else None,
+                         "in_regime": bool(last < within)})
     return pd.DataFrame(rows)

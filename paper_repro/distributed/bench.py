@@ -94,7 +94,7 @@ def comm_only(configs: PipelineConfig | list[PipelineConfig]) -> list[dict]:
         key = (cfg.model, str(cfg.model_kwargs), cfg.local_method, cfg.stages, str(cfg.split), cfg.dtype,
                cfg.image_size, cfg.schedule in MULTI_STAGE)
         if key not in cache:  # no training here, so no timing: the cut balances FLOPs
-            probe = dataclasses.replace(cfg, balance="flops")
+            probe = dataclasses.replace(cfg, balance="flops", method=cfg.local_method)
             _, spec, learner, infos, plan = prepare(probe)
             grad_bytes = sum(p.numel() * p.element_size() for p in learner.net.parameters())
             cache[key] = (spec, infos, plan, grad_bytes, probe.block_split)

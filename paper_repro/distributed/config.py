@@ -14,18 +14,13 @@ import torch
 from .. import methods
 from ..config import OPTIMIZERS, DataParts, ModelParts, OptimParts, check_positive_int  # noqa: F401
 from ..factory import check_factory, is_factory_name
+from ..names import CUTS, DEFAULT_CUT, DEVICES, MULTI_STAGE, PIPELINED_BACKPROP, SINGLE_STAGE  # noqa: F401
+from ..names import DTYPES as DTYPE_NAMES
+from ..names import RUN_SCHEDULES as SCHEDULES
 
-# pipelined backprop with one stage per process, and with two ("virtual") stages per process
-SINGLE_STAGE = ("gpipe", "1f1b", "1f1b-recompute")
-MULTI_STAGE = ("interleaved-1f1b", "interleaved-1f1b-recompute", "interleaved-zb", "interleaved-zb-recompute",
-               "zbv", "zbv-recompute", "dualpipev", "dualpipev-recompute")
-PIPELINED_BACKPROP = SINGLE_STAGE + MULTI_STAGE
-SCHEDULES = ("local", *PIPELINED_BACKPROP, "ddp")
-DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
-          "bfloat16": torch.bfloat16}
-DEVICES = ("cpu", "cuda")
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 FAULT_MODES = ("raise", "kill", "hang")
-BALANCES = ("flops", "time")
+BALANCES = CUTS
 PREFETCH = ("auto", "on", "off")
 
 # glibc malloc settings for CPU stage processes, opt-in with PAPER_REPRO_MALLOC=keep-freed (the
@@ -50,11 +45,11 @@ class PipelineConfig(ModelParts, DataParts, OptimParts):
     lists the first local module of stages 1..S-1; without it the cut balances ``balance``:
     ``"time"`` (default: forward + backward + optimizer step of each local module on one
     micro-batch and the send of a stage's output, measured once before the run;
-    :func:`.timing.time_split`) or ``"flops"`` (forward FLOPs of blocks and heads).
-    The schedules of ``MULTI_STAGE`` hold two stages per process (Interleaved 1F1B and
+    :func:`.timing.time_split`), ``"flops"`` (forward FLOPs of blocks and heads) or ``"blocks"``
+    (as many blocks per stage as ``chunked-{stages}`` gives). The schedules of ``MULTI_STAGE`` hold two stages per process (Interleaved 1F1B and
     interleaved zero bubble: stages ``r`` and ``r + S``; ZBV and DualPipeV: ``r`` and
     ``2S - 1 - r``); ``block_split`` lists the first block of their stages 1..2S-1 (without
-    it, the cut balancing measured time, :func:`.timing.block_split`).
+    it, the ``balance`` cut of the net's blocks: :func:`.timing.block_split` for ``"time"``).
     A step is ``micro_batches`` micro-batches of ``micro_batch`` samples; the first
     ``warmup_steps`` steps are not timed. ``fault`` injects a failure for tests:
     ``"raise@STAGE:MICROBATCH"``, ``"kill@STAGE:MICROBATCH"`` (SIGKILL) or ``"hang@STAGE:MICROBATCH"``.
@@ -74,7 +69,7 @@ class PipelineConfig(ModelParts, DataParts, OptimParts):
     method: str | None = None
     stages: int = 2
     split: list[int] | None = None
-    balance: str = "time"
+    balance: str = DEFAULT_CUT
     block_split: list[int] | None = None
     dp: int = 1
     micro_batch: int = 8

@@ -69,7 +69,8 @@ def launch(configs: list[PipelineConfig], *, timeout: float | None = None, grace
     ``report_exits=False`` leaves naming a dead process to the stages' own heartbeats (what
     happens on other nodes under torchrun); the tests use it to exercise that path. The stages'
     logs are in ``PipelineError.logs``; ``keep_logs=True`` also keeps the files of a failed run
-    (named in the message)."""
+    (named in the message). On Ctrl-C or SIGTERM the ``KeyboardInterrupt`` goes on with
+    ``partial_records``: the records of the configs that had finished."""
     if not configs:
         raise ValueError("launch needs at least one PipelineConfig")
     configs = [c.validate() for c in configs]
@@ -97,7 +98,7 @@ def launch(configs: list[PipelineConfig], *, timeout: float | None = None, grace
             for key, value in CPU_MALLOC_ENV.items():
                 env.setdefault(key, value)
     cmd = [sys.executable, "-m", "paper_repro.distributed.run", "--configs", str(workdir / "configs.json"),
-           "--json", str(result_path), "--quiet"]
+           "--json", str(result_path), "--quiet", "--partial", str(workdir / "partial.json")]
     procs, logs = [], []
     try:
         for rank in range(nprocs):
@@ -107,10 +108,11 @@ def launch(configs: list[PipelineConfig], *, timeout: float | None = None, grace
                                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
         codes = _watch(procs, store, sum(c.total_micro_batches for c in configs), timeout, grace, progress,
                        report_exits)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         _kill(procs)
         for p in procs:
             p.wait()
+        stop.partial_records = _finished(workdir / "partial.json")
         shutil.rmtree(workdir, ignore_errors=True)
         raise
     finally:
@@ -138,6 +140,14 @@ def launch(configs: list[PipelineConfig], *, timeout: float | None = None, grace
         tails = "\n".join(tail(r, c, t) for r, (c, t) in enumerate(zip(codes, texts)))
         raise PipelineError(f"pipeline failed: {reason}\n{tails}", failed, codes, texts)
     return records
+
+
+def _finished(path: Path) -> list[dict]:
+    """The records rank 0 had written when the launch stopped (none if it wrote none)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
 
 
 def _watch(procs, store, total: int, timeout: float | None, grace: float, progress: bool,

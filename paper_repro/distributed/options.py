@@ -11,10 +11,8 @@ from __future__ import annotations
 import argparse
 
 from ..cliargs import choice_list, int_list, json_dict
-from .config import BALANCES, DEVICES, DTYPES, OPTIMIZERS, PIPELINED_BACKPROP, PREFETCH, PipelineConfig
-
-# what --schedule accepts: "local/M" is the local schedule stepping once per step of M micro-batches
-RUN_NAMES = ("local", "local/M", *PIPELINED_BACKPROP, "ddp")
+from ..names import CUT_HELP, MODELS, RUN_NAMES
+from .config import BALANCES, DEVICES, DTYPES, OPTIMIZERS, PREFETCH, PipelineConfig
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,7 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "local: every stage steps its optimizer after each micro-batch; local/M: after "
                         "accumulating all MICRO_BATCHES of a step (the pipelined-backprop schedules' rule)")
     p.add_argument("--model", default=d.model,
-                   help="mlp | transformer | resnet18 | resnet34 | resnet50, or your own as package.module:function "
+                   help=f"{' | '.join(MODELS)}, or your own as package.module:function "
                         "(importable by every process; called with --model-kwargs; returns a BlockNet or nn.Sequential)")
     p.add_argument("--model-kwargs", type=json_dict, default={}, help='JSON, e.g. \'{"depth": 8, "width": 1024}\'')
     p.add_argument("--method", default=None,
@@ -35,11 +33,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", type=int_list, default=None,
                    help="first local module of stages 1..S-1, e.g. 5,9,13 (default: the --balance cut)")
     p.add_argument("--balance", default=d.balance, choices=BALANCES,
-                   help="without --split: cut balancing measured time per micro-batch (forward, backward, "
-                        "optimizer step, send; default) or forward FLOPs")
+                   help="without --split: " + CUT_HELP)
     p.add_argument("--block-split", type=int_list, default=None,
                    help="two-stages-per-process schedules: first block of stages 1..2S-1 "
-                        "(default: the cut balancing measured time)")
+                        "(default: the --balance cut)")
     p.add_argument("--dp", type=int, default=d.dp,
                    help="replicas per stage (STAGES x DP processes; replicas average gradients with DDP)")
     p.add_argument("--micro-batch", type=int_list, default=[d.micro_batch],

@@ -8,20 +8,14 @@ import statistics
 
 import pandas as pd
 
+from ..names import RECOMPUTE_REFERENCE
+from ..report_table import format_table as _format_table
+from ..report_table import label  # noqa: F401  (report.label: a record's schedule name)
+
 MB = 1e6
 
 
-RECOMPUTE_PEER = "1f1b-recompute"
-
-
-def label(record: dict) -> str:
-    """The schedule's name in tables and figures. ``local``: every stage steps after each
-    micro-batch; ``local/M``: once per step of M micro-batches (the pipelined-backprop
-    schedules' optimizer semantics); ``local/N``: every N micro-batches for another N."""
-    u = record.get("update_every") or 1
-    if record["schedule"] != "local" or u == 1:
-        return record["schedule"]
-    return "local/M" if u == record.get("micro_batches") else f"local/{u}"
+RECOMPUTE_PEER = RECOMPUTE_REFERENCE
 
 
 def is_backprop_pipeline(name: str) -> bool:
@@ -58,25 +52,9 @@ def median_records(records: list[dict]) -> list[dict]:
     return out
 
 
-def _kb(x) -> str:
-    return "-" if x is None else f"{x / 1e3:.4g}"
-
-
 def format_table(records: list[dict]) -> str:
-    """One line per run: throughput, busy fraction per stage, bytes per sample, peak memory per stage."""
-    head = (f"{'schedule':<27} {'mb':>4} {'samples/s':>10} {'busy per stage':>18} {'fwd kB/sample':>14} "
-            f"{'bwd kB/sample':>14} {'peak MB per stage':>24}")
-    lines = [head, "-" * len(head)]
-    for r in records:
-        sps = r.get("samples_per_s")
-        busy = r.get("busy_fraction_per_stage")
-        mem = r.get("peak_mem_bytes_per_stage")
-        comm = r["comm_bytes_per_sample"]
-        lines.append(
-            f"{label(r):<27} {r['micro_batch']:>4} {('-' if sps is None else f'{sps:.1f}'):>10} "
-            f"{('-' if not busy else ' '.join(f'{b:.2f}' for b in busy)):>18} {_kb(comm['forward']):>14} "
-            f"{_kb(comm['backward']):>14} {('-' if not mem else ' '.join(f'{m / MB:.3g}' for m in mem)):>24}")
-    return "\n".join(lines)
+    """The result table of every tool (:func:`paper_repro.report_table.format_table`)."""
+    return _format_table(records)
 
 
 def _ratio_row(mb, name, runs, peers: list[str], what: str, goal: float) -> dict | None:

@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from .. import methods
 from ..hardware import hardware_label
 from . import comm
 from .baselines import run_pipelined_backprop
@@ -31,10 +32,10 @@ from .inputs import build_learner, data_spec, label_info, micro_batches, prefetc
 from .local import keep_only, run_local
 from .options import add_arguments, configs_from_args
 from .replicas import Placement, place
-from .report import format_table
+from ..report_table import format_table
 from .split import (balanced_split, boundary_info, boundary_records, plan_stages, stage_blocks,
                     stage_boundaries, stage_indices)
-from .timing import block_split, chunk_split, predicted_comm, time_split
+from .timing import block_split, chunk_split, flops_chunk_split, predicted_comm, time_split
 
 
 # ------------------------------------------------------------------------------ one run
@@ -58,6 +59,9 @@ def timed_update_every(cfg: PipelineConfig) -> int:
 def prepare(cfg: PipelineConfig, ctx: comm.Context | None = None, key: str = "split"):
     """(data set, spec, learner, block infos, plan) for ``cfg``: the same in every process.
 
+    With ``balance="flops"`` and no method, the local method is ``chunked@...`` cut by forward
+    FLOPs (:func:`.timing.flops_chunk_split`); with ``balance="blocks"`` it is ``chunked-S``
+    and the two-stages-per-process cut is ``chunked-2S``'s blocks.
     With ``balance="time"`` and no explicit split, the cut comes from timing: without a
     ``method``, the local method becomes ``chunked@...``, one chunk per stage cut by measured
     time (:func:`.timing.chunk_split`, stored into ``cfg.method``); a method with more modules
@@ -72,6 +76,8 @@ def prepare(cfg: PipelineConfig, ctx: comm.Context | None = None, key: str = "sp
     if cfg.method is None and cfg.split is None and cfg.balance == "time" and cfg.stages > 1:
         starts = _measured(ctx, key + "/chunks", lambda: chunk_split(timed, spec))
         cfg.method = "chunked@" + ",".join(str(b) for b in starts)
+    elif cfg.method is None and cfg.split is None and cfg.balance == "flops" and cfg.stages > 1:
+        cfg.method = "chunked@" + ",".join(str(b) for b in flops_chunk_split(cfg, spec))
     learner = build_learner(cfg, spec)
     infos = boundary_info(learner, spec, DTYPES[cfg.dtype])
     split = cfg.split
@@ -80,11 +86,13 @@ def prepare(cfg: PipelineConfig, ctx: comm.Context | None = None, key: str = "sp
     if cfg.schedule in MULTI_STAGE and cfg.block_split is None:
         if cfg.balance == "time":
             cfg.block_split = _measured(ctx, key + "/blocks", lambda: block_split(learner, spec, cfg, 2 * cfg.stages))
+        elif cfg.balance == "blocks":
+            cfg.block_split = [b[0] for b in methods.module_blocks(f"chunked-{2 * cfg.stages}", len(infos))[1:]]
         else:
             flops = [info.flops for info in infos]
             flops[-1] += infos[-1].head_flops  # the net's own head
             cfg.block_split = balanced_split(flops, 2 * cfg.stages)
-    plan = plan_stages(learner, cfg.stages, split, infos)
+    plan = plan_stages(learner, cfg.stages, split, None if cfg.balance == "blocks" else infos)
     return ds, spec, learner, infos, plan
 
 
@@ -199,8 +207,10 @@ def default_threads(device: str) -> int:
     return max(1, cores // int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1"))))
 
 
-def worker(configs: list[PipelineConfig], json_path: str | None = None, quiet: bool = False) -> int:
-    """Run ``configs`` in this process (one stage); returns the exit status."""
+def worker(configs: list[PipelineConfig], json_path: str | None = None, quiet: bool = False,
+           partial_path: str | None = None) -> int:
+    """Run ``configs`` in this process (one stage); returns the exit status. ``partial_path``:
+    rank 0 rewrites the finished records there after each run (what an interrupted launch keeps)."""
     ctx = None
     try:
         first = configs[0]
@@ -218,6 +228,8 @@ def worker(configs: list[PipelineConfig], json_path: str | None = None, quiet: b
             record = run_one(ctx, cfg, where, index)
             if record is not None:
                 records.append(record)
+                if partial_path:
+                    write_json(records, partial_path)
         comm.finish(ctx)
         if ctx.rank == 0:
             if json_path:
@@ -246,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(parser)
     parser.add_argument("--configs", default=None, help="a JSON list of PipelineConfig dicts (the launcher's way)")
     parser.add_argument("--quiet", action="store_true", help="rank 0 does not print the table")
+    parser.add_argument("--partial", default=None,
+                        help="rank 0 writes the finished runs here after each one (the launcher's way)")
     args = parser.parse_args(argv)
     try:
         if args.configs:
@@ -255,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    return worker(configs, args.json, args.quiet)
+    return worker(configs, args.json, args.quiet, args.partial)
 
 
 if __name__ == "__main__":

@@ -15,9 +15,9 @@ import torch
 from .. import methods
 from ..blocknet import grad_input
 from ..build import make_optimizer
-from .config import PIPELINED_BACKPROP, PipelineConfig
+from .config import DTYPES, PIPELINED_BACKPROP, PipelineConfig
 from .inputs import build_learner, label_info, synthetic_batches
-from .split import BlockInfo, StagePlan, balanced_split, itemsize, stage_boundaries
+from .split import BlockInfo, StagePlan, balanced_split, boundary_info, itemsize, stage_boundaries
 
 
 def stage_threads(cfg: PipelineConfig) -> int:
@@ -205,6 +205,19 @@ def chunk_split(cfg: PipelineConfig, spec, learner: methods.Learner | None = Non
               for i in range(n)]
     ends = [times["head"][i] + times["send"][i] for i in range(n)]
     return balanced_split(blocks, cfg.stages, ends, first=[-g for g in times["input_grad"]])
+
+
+def flops_chunk_split(cfg: PipelineConfig, spec) -> list[int]:
+    """First blocks of chunks 1..S-1 for the local pipeline's default method cut by forward
+    FLOPs (``balance="flops"``): a chunk pays for its blocks and for the head on its last block
+    (the net's own head for the last chunk)."""
+    greedy = build_learner(dataclasses.replace(cfg, method="greedy"), spec)
+    infos = boundary_info(greedy, spec, DTYPES[cfg.dtype])
+    n = len(infos)
+    if cfg.stages > n:
+        raise ValueError(f"stages={cfg.stages} is more than the {n} blocks of model {cfg.model!r}")
+    costs = [info.flops + (info.head_flops if b == n - 1 else 0) for b, info in enumerate(infos)]
+    return balanced_split(costs, cfg.stages, [info.head_flops for info in infos])
 
 
 def block_times(learner: methods.Learner, spec, cfg: PipelineConfig, reps: int = 5) -> dict[str, list[float]]:

@@ -9,7 +9,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib import pyplot as plt
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
 
 from ..analysis import best_lr_points, run_curve
 from .common import clean_log_ticks
@@ -191,8 +191,9 @@ def plot_speedup_vs_modules(frame: pd.DataFrame, title: str) -> Figure:
                ylabel="speedup over backprop, high-compute end", title=f"target {t:g}")
         ax.set_xscale("log", base=2)
         ax.set_xticks(depths, [str(v) for v in depths])
-        ax.minorticks_off()
+        ax.xaxis.set_minor_locator(NullLocator())
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        clean_log_ticks(ax)
         ax.grid(alpha=0.3)
     _legend(axes[0], "method")
     fig.suptitle(title)

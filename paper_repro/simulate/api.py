@@ -10,11 +10,13 @@ from __future__ import annotations
 import dataclasses
 
 from ..distributed import PipelineConfig
+from ..names import DEFAULT_CUT
+from ..report_table import format_table as _format_table
 from .calibrate import BlockCosts, measure
 from .costs import fresh_share, pieces, schedule_costs, uniform_costs
 from .engine import Link, Result, simulate
 from .memory import MetaNet, stage_memory
-from .schedules import SCHEDULES, check_schedule, stages_per_rank
+from .schedules import SCHEDULES, base_schedule, check_schedule, stages_per_rank
 
 
 def parse_schedules(text: str | list[str]) -> list[str]:
@@ -39,7 +41,7 @@ def calibration(cfg: PipelineConfig, path: str | None = None, reps: int = 3) -> 
 
 def run(cfg: PipelineConfig, schedules: list[str], micro_batch_sizes: list[int], *,
         block_costs: BlockCosts | None = None, uniform: tuple[float, ...] | None = None,
-        link: Link | None = None, balance: str = "blocks", memory: bool = True, keep: bool = False,
+        link: Link | None = None, balance: str = DEFAULT_CUT, memory: bool = True, keep: bool = False,
         meta: MetaNet | None = None, skipped: list[str] | None = None) -> list[dict]:
     """Simulate every (micro-batch size, schedule) on ``cfg.stages`` processors.
 
@@ -78,6 +80,9 @@ def run(cfg: PipelineConfig, schedules: list[str], micro_batch_sizes: list[int],
                 skipped.append(f"{schedule} (stages={S}, micro_batch={B}): {err}")
                 continue
             record = _record(cfg, result, bc)
+            if cut is not None:
+                record["comm_bytes_per_sample"] = comm_per_sample(bc, schedule, S, cut)
+                record["balance"] = balance
             if cut is not None and memory:
                 mem = stage_memory(meta, schedule, S, B, M, cut, cfg.optimizer, cfg.max_in_flight)
                 record["memory_per_stage"] = mem
@@ -101,20 +106,31 @@ def _record(cfg: PipelineConfig, result: Result, bc: BlockCosts | None) -> dict:
     return record
 
 
+def comm_per_sample(bc: BlockCosts, schedule: str, stages: int, cut: list[list[int]]) -> dict:
+    """Bytes per sample crossing from one processor to another under ``schedule`` (``bc`` at
+    the simulated micro-batch size): the local schedules send each boundary's activations and
+    the labels forward; pipelined backprop sends the activations forward and their gradients
+    back, and the labels once to the last stage (not for V schedules, whose first and last
+    stages share processor 0)."""
+    base, _ = base_schedule(schedule)
+    k = stages_per_rank(schedule)
+    if k == 1:
+        rank = list(range(stages))
+    elif base.startswith("interleaved"):
+        rank = [v % stages for v in range(stages * k)]
+    else:
+        rank = [v if v < stages else 2 * stages - 1 - v for v in range(stages * k)]
+    acts = [bc.out_bytes[cut[v][-1]] for v in range(len(cut) - 1) if rank[v] != rank[v + 1]]
+    B = bc.micro_batch
+    if base.startswith("local"):
+        return {"forward": (sum(acts) + len(acts) * bc.label_bytes) / B, "backward": 0.0}
+    labels = 0 if base in ("zbv", "dualpipev") else bc.label_bytes
+    return {"forward": (sum(acts) + labels) / B, "backward": sum(acts) / B}
+
+
 def format_table(records: list[dict]) -> str:
-    """The records as a text table, one line per run (memory in MiB, worst stage)."""
-    head = f"{'schedule':<27} {'S':>3} {'B':>4} {'M':>4} {'samples/s':>11} {'makespan s':>11} " \
-           f"{'bubble':>7} {'busy per stage':<24} {'peak MiB (max)':>14}"
-    lines = [head, "-" * len(head)]
-    for r in records:
-        busy = " ".join(f"{b:.2f}" for b in r["busy_per_stage"])
-        busy = busy if len(busy) <= 24 else busy[:21] + "..."
-        mem = r.get("peak_mem_bytes_per_stage")
-        mem_s = f"{max(mem) / 2**20:14.1f}" if mem else f"{'-':>14}"
-        lines.append(f"{r['schedule']:<27} {r['stages']:>3} {r['micro_batch']:>4} {r['micro_batches']:>4} "
-                     f"{r['samples_per_s']:11.2f} {r['makespan_s']:11.4f} {r['bubble_fraction']:7.3f} "
-                     f"{busy:<24} {mem_s}")
-    return "\n".join(lines)
+    """The records as the result table of every tool (:func:`paper_repro.report_table.format_table`)."""
+    return _format_table(records)
 
 
 def ratios(records: list[dict], reference: str = "1f1b") -> list[dict]:

@@ -20,7 +20,9 @@ one round of a block rather than all its samples). For every block ``b``:
 * ``optimizer[b]``: one optimizer step over the block's parameters;
 * ``head_forward[b]``, ``head_backward[b]``, ``head_optimizer[b]``: the head that would sit on
   block ``b``'s output (an auxiliary head; on the last block the net's own head), loss included;
-* ``out_bytes[b]``: bytes of the block's output for one micro-batch (what crosses a cut after it).
+* ``out_bytes[b]``: bytes of the block's output for one micro-batch (what crosses a cut after it);
+* ``flops[b]``: forward FLOPs of the block for one sample (the last block's with the net's head):
+  what ``balance="flops"`` cuts by.
 
 and for the input, drawn by the first stage as ``bench pipeline`` draws it:
 
@@ -70,6 +72,7 @@ class BlockCosts:
     accumulate: list[float] = dataclasses.field(default_factory=list)     # empty: not measured (0)
     data: float = 0.0               # 0: not measured (calibrations made before it was)
     concat: float = 0.0
+    flops: list[int] = dataclasses.field(default_factory=list)      # empty: not recorded
     device: str = "cpu"
     threads: int = 1
     hardware: str = ""
@@ -200,7 +203,7 @@ def measure(cfg: PipelineConfig, reps: int = 3, threads: int | None = None) -> B
                 else f"CPU x{cores} ({platform.machine()})")
     return BlockCosts(cfg.model, dict(cfg.model_kwargs), cfg.image_size, B, **out, **data,
                       out_bytes=[B * info.bytes for info in infos], label_bytes=label_bytes,
-                      device=cfg.device, threads=threads, hardware=hardware)
+                      flops=[info.flops + info.head_flops for info in infos], device=cfg.device, threads=threads, hardware=hardware)
 
 
 def _to(batch, device: torch.device):

@@ -25,25 +25,27 @@ from __future__ import annotations
 
 from .. import methods
 from ..distributed import balanced_split
+from ..names import CUTS as BALANCES
+from ..names import DEFAULT_CUT, check_cut
 from .calibrate import BlockCosts
 from .engine import Costs
 from .schedules import base_schedule, stages_per_rank
 
-BALANCES = ("blocks", "time")
-
-
-def pieces(bc: BlockCosts, count: int, balance: str = "blocks") -> list[list[int]]:
-    """Cut the net's blocks into ``count`` contiguous pieces: as many blocks in each as the
-    chunked-``count`` method gives (``"blocks"``, what ``bench pipeline`` does), or balancing
-    the calibrated forward+backward time (``"time"``)."""
-    if balance not in BALANCES:
-        raise ValueError(f"unknown balance {balance!r}; valid: {', '.join(BALANCES)}")
+def pieces(bc: BlockCosts, count: int, balance: str = DEFAULT_CUT) -> list[list[int]]:
+    """Cut the net's blocks into ``count`` contiguous pieces (one of ``BALANCES``): balancing the
+    calibrated forward+backward time (``"time"``, the default, as ``bench pipeline`` and
+    ``estimate`` do), the forward FLOPs (``"flops"``), or as many blocks in each as the
+    chunked-``count`` method gives (``"blocks"``)."""
+    check_cut(balance, BALANCES)
     if not isinstance(count, int) or not 1 <= count <= bc.blocks:
         raise ValueError(f"cannot cut the {bc.blocks} blocks of {bc.model} into {count!r} pieces; "
                          f"use 1..{bc.blocks}")
     if balance == "blocks":
         return methods.module_blocks(f"chunked-{count}", bc.blocks)
-    work = [f + b for f, b in zip(bc.forward, bc.backward)]
+    if balance == "flops" and len(bc.flops) != bc.blocks:
+        raise ValueError(f"the calibration of {bc.model} records no FLOPs per block (made before they were); "
+                         "calibrate again, or use balance 'time' or 'blocks'")
+    work = list(bc.flops) if balance == "flops" else [f + b for f, b in zip(bc.forward, bc.backward)]
     bounds = [0, *balanced_split(work, count), bc.blocks]
     return [list(range(bounds[i], bounds[i + 1])) for i in range(count)]
 
@@ -51,13 +53,13 @@ def pieces(bc: BlockCosts, count: int, balance: str = "blocks") -> list[list[int
 def fresh_share(schedule: str, micro_batches: int, update_every: int = 1) -> float:
     """The share of micro-batches whose backward finds no gradient to add to: after every
     optimizer step the gradients are dropped (``zero_grad(set_to_none=True)``), so it is one in
-    ``update_every`` for ``local``, and one in a step's ``micro_batches`` for ``local-per-step``
+    ``update_every`` for ``local``, and one in a step's ``micro_batches`` for ``local/M``
     and pipelined backprop."""
     base, _ = base_schedule(schedule)
     return 1.0 / (update_every if base == "local" else micro_batches)
 
 
-def schedule_costs(bc: BlockCosts, schedule: str, stages: int, balance: str = "blocks",
+def schedule_costs(bc: BlockCosts, schedule: str, stages: int, balance: str = DEFAULT_CUT,
                    cut: list[list[int]] | None = None, fresh: float = 0.0) -> Costs:
     """Costs of every piece of ``schedule`` on ``stages`` processors (``cut``: the pieces' blocks,
     default :func:`pieces`; ``fresh``: :func:`fresh_share`)."""

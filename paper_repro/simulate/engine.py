@@ -125,7 +125,7 @@ def simulate(schedule: str, costs: Costs, micro_batches: int, micro_batch: int =
 
     Pieces are stages for GPipe, 1F1B and local; interleaved and V schedules hold
     ``costs.pieces / stages`` pieces per processor. ``micro_batch`` only scales samples/s.
-    ``update_every`` applies to ``local`` (``local-per-step`` steps once per step)."""
+    ``update_every`` applies to ``local`` (``local/M`` steps once per step)."""
     base, recompute = base_schedule(schedule)
     for key, value in (("micro_batches", micro_batches), ("micro_batch", micro_batch), ("steps", steps),
                        ("update_every", update_every), ("max_in_flight", max_in_flight)):
@@ -136,7 +136,7 @@ def simulate(schedule: str, costs: Costs, micro_batches: int, micro_batch: int =
     link = link or Link()
     total_steps = warmup_steps + steps
     if base in LOCAL_SCHEDULES:
-        every = micro_batches if base == "local-per-step" else update_every
+        every = micro_batches if base == "local/M" else update_every
         intervals = _run_local(costs, micro_batches * total_steps, micro_batches, every, max_in_flight, link)
         ranks = costs.pieces
     else:

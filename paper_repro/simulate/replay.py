@@ -5,7 +5,7 @@ process: its weights, gradients and activations stay in the cache, and nothing e
 real pipeline a stage's actions come in the schedule's order, and that order changes what they
 cost on a CPU:
 
-* a backward that adds to existing gradients (pipelined backprop, ``local-per-step``) reads and
+* a backward that adds to existing gradients (pipelined backprop, ``local/M``) reads and
   writes every weight gradient once more than one that writes them fresh (``local``);
 * GPipe runs all forwards before any backward, so each backward finds its activations evicted;
   a local stage runs the backward of a micro-batch right after its forward;
@@ -55,7 +55,7 @@ BARRIER_TIMEOUT = 600.0     # seconds a stage process waits for the others betwe
 @dataclass(frozen=True)
 class Job:
     """One replay: ``cfg`` (model, micro-batch size, micro-batches, steps, optimizer, threads,
-    method of the local run), a schedule that ``bench pipeline`` runs (``local``, ``local-per-step``,
+    method of the local run), a schedule that ``bench pipeline`` runs (``local``, ``local/M``,
     ``gpipe``, ``1f1b``, each torch schedule also ``-recompute``) and the blocks of every stage."""
     cfg: PipelineConfig
     schedule: str
@@ -94,7 +94,7 @@ def replay(jobs: list[Job], rounds: int = 3, malloc_env: dict | None = None,
     for job in jobs:
         base, recompute = base_schedule(job.schedule)
         if base not in (*LOCAL_SCHEDULES, "gpipe", "1f1b") or (recompute and base in LOCAL_SCHEDULES):
-            raise ValueError(f"cannot replay schedule {job.schedule!r}; replayable: local, local-per-step, "
+            raise ValueError(f"cannot replay schedule {job.schedule!r}; replayable: local, local/M, "
                              "gpipe, 1f1b, gpipe-recompute, 1f1b-recompute")
         if len(job.cut) != S or (job.cfg.model, job.cfg.model_kwargs) != (jobs[0].cfg.model, jobs[0].cfg.model_kwargs):
             raise ValueError("replay jobs must share the model and the number of stages")

@@ -34,19 +34,18 @@ from torch.distributed.pipelining import Schedule1F1B, ScheduleGPipe
 from torch.distributed.pipelining._schedule_visualizer import get_schedule_ops
 from torch.distributed.pipelining.schedules import _ComputationType
 
+from ..names import LOCAL_SCHEDULES, RECOMPUTE, schedule_name
+from ..names import SIMULATED_SCHEDULES as SCHEDULES
+
 # simulated schedule -> torch.distributed.pipelining schedule class name
 TORCH_SCHEDULES = {
     "gpipe": "GPipe",
     "1f1b": "1F1B",
     "interleaved-1f1b": "Interleaved1F1B",
-    "zb-interleaved": "InterleavedZeroBubble",
+    "interleaved-zb": "InterleavedZeroBubble",
     "zbv": "ZBVZeroBubble",
     "dualpipev": "DualPipeV",
 }
-LOCAL_SCHEDULES = ("local", "local-per-step")
-RECOMPUTE = "-recompute"
-SCHEDULES = (*LOCAL_SCHEDULES, "gpipe", "gpipe-recompute", "1f1b", "1f1b-recompute",
-             "interleaved-1f1b", "interleaved-1f1b-recompute", "zb-interleaved", "zbv", "dualpipev")
 
 _KINDS = {_ComputationType.FORWARD: "F", _ComputationType.FULL_BACKWARD: "B",
           _ComputationType.BACKWARD_INPUT: "I", _ComputationType.BACKWARD_WEIGHT: "W"}
@@ -78,15 +77,14 @@ class Order:
 
 
 def check_schedule(name: str) -> str:
-    """``name`` if it is a simulated schedule, else ValueError naming the valid ones."""
-    if name not in SCHEDULES:
-        raise ValueError(f"unknown schedule {name!r}; valid: {', '.join(SCHEDULES)}")
-    return name
+    """``name`` if it is a simulated schedule (a former spelling: its current name, with a
+    warning), else ValueError naming the valid ones."""
+    return schedule_name(name, SCHEDULES)
 
 
 def base_schedule(name: str) -> tuple[str, bool]:
     """(schedule without the recomputation suffix, whether it recomputes)."""
-    check_schedule(name)
+    name = check_schedule(name)
     if name.endswith(RECOMPUTE):
         return name[: -len(RECOMPUTE)], True
     return name, False

@@ -35,6 +35,7 @@ from .costs import fresh_share, schedule_costs
 from .engine import Link, simulate
 from .memory import MetaNet, stage_memory
 from .replay import Job, StageTimes, replay, replay_costs
+from .schedules import check_schedule
 
 REAL_SCHEDULES = ("local", "gpipe", "1f1b", "1f1b-recompute")
 TOLERANCE = 0.15    # the goal: simulated throughput ratios to 1F1B within 15% of the measured ones
@@ -47,12 +48,13 @@ def compare(base: PipelineConfig, stages: list[int], micro_batch_sizes: list[int
     """One row per (stages, micro-batch size, schedule): measured and simulated samples/s, their
     ratios to 1F1B, and the largest relative error of the saved-for-backward bytes over stages
     (``replay_rounds``, ``in_situ``, ``coupled``: see :func:`against`)."""
+    schedules = [check_schedule(s) for s in schedules]
     runnable = [s for s in schedules if s in REAL_SCHEDULES]
     if "1f1b" not in runnable:
         runnable.append("1f1b")
     M = base.micro_batches
     update_every = [base.update_every]
-    if "local-per-step" in schedules:       # the real local pipeline stepping once per step
+    if "local/M" in schedules:       # the real local pipeline stepping once per step
         if "local" not in runnable:
             runnable.insert(0, "local")
         update_every = sorted({base.update_every, M}) if "local" in schedules else [M]
@@ -173,9 +175,9 @@ def record_job(r: dict) -> Job:
 
 def record_schedule(r: dict) -> str:
     """The simulator's name for a ``bench pipeline`` record's schedule: the local pipeline stepping
-    once per step (``update_every`` = micro-batches per step) is ``local-per-step``."""
+    once per step (``update_every`` = micro-batches per step) is ``local/M``."""
     M, every = r["micro_batches"], r.get("update_every") or 1
-    return "local-per-step" if r["schedule"] == "local" and every == M and M > 1 else r["schedule"]
+    return "local/M" if r["schedule"] == "local" and every == M and M > 1 else r["schedule"]
 
 
 def in_situ_times(record: dict, calibrated, recompute: bool) -> list[StageTimes]:

@@ -4,6 +4,7 @@
                   learning rates x seeds), its point ids and shards, its total FLOPs
 * :mod:`.store`   the results folder: ``grid.json`` + one atomically written file per point
 * :mod:`.runner`  :func:`run_sweep`: pending points of a shard, in-process or in workers
+* :mod:`.estimate` how long a grid will take, from a pilot sweep's records
 
 A point file holds the point's per-step records (``step``, ``examples``, ``final_loss``,
 ``eval_loss``, ``eval_acc``, ``wall_time``) with its configuration, ``status``
@@ -11,11 +12,12 @@ A point file holds the point's per-step records (``step``, ``examples``, ``final
 (``total_flops_pe``, ``critical_path_flops_pe``, ``fill_flops_pe``) as columns, so the
 analysis is a pure function of the table :func:`load_results` returns.
 """
+from .estimate import estimate_line, time_estimate
 from .grid import Grid, cost_line, example_shape, grid_flops, parse_shard, point_id, store_name
 from .runner import SweepInterrupted, SweepReport, run_point, run_sweep
 from .store import (CONFIG_COLUMNS, RECORD_COLUMNS, STATUSES, finished_ids, load_grid, load_results, open_store,
                     remove_stale_tmp)
 
 __all__ = ["CONFIG_COLUMNS", "RECORD_COLUMNS", "STATUSES", "Grid", "SweepInterrupted", "SweepReport",
-           "cost_line", "example_shape", "finished_ids", "grid_flops", "load_grid", "load_results", "open_store",
-           "parse_shard", "point_id", "remove_stale_tmp", "run_point", "run_sweep", "store_name"]
+           "cost_line", "estimate_line", "example_shape", "finished_ids", "grid_flops", "load_grid", "load_results", "open_store",
+           "parse_shard", "point_id", "remove_stale_tmp", "run_point", "run_sweep", "store_name", "time_estimate"]

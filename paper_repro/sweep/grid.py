@@ -143,7 +143,7 @@ def grid_flops(grid: Grid, input_shape: tuple, num_classes: int) -> dict:
 
     ``input_shape`` is one example's shape ((C, H, W), or (seq_len,) for text) and
     ``num_classes`` the classes or vocabulary size. Returns ``{"flops": total,
-    "per_method": {method: flops}}``."""
+    "per_method": {method: flops}, "critical_path": {method: critical-path FLOPs per example}}``."""
     kw = dict(grid.model_kwargs)
     if grid.model == "transformer":
         net_fn = lambda: models.transformer_lm(vocab_size=num_classes, seq_len=input_shape[0], **kw)  # noqa: E731
@@ -157,12 +157,13 @@ def grid_flops(grid: Grid, input_shape: tuple, num_classes: int) -> dict:
             kw.setdefault("in_channels", input_shape[0])
         net_fn = lambda: models.build(grid.model, num_classes=num_classes, **kw)  # noqa: E731
         x, y = torch.randn(2, *input_shape), torch.randint(num_classes, (2,))
-    per_method = {}
+    per_method, critical = {}, {}
     for method in grid.methods:
         c = cost.step_cost(methods.build(net_fn(), method), x, y)
         examples = sum(grid.steps_for(b) * b for b in grid.batch_sizes) * len(grid.lrs) * len(grid.seeds)
         per_method[method] = examples * c.total_flops
-    return {"flops": sum(per_method.values()), "per_method": per_method}
+        critical[method] = c.critical_path_flops
+    return {"flops": sum(per_method.values()), "per_method": per_method, "critical_path": critical}
 
 
 # one example's shape and the number of classes (vocabulary: byte level) of each data set,
@@ -183,13 +184,19 @@ def cost_line(grid: Grid, pending: int | None = None) -> str:
     """One line for the console before a sweep starts: points, examples and FLOPs at the
     step caps (an upper bound when runs stop at ``stop_loss``)."""
     shape, classes = example_shape(grid)
-    flops = grid_flops(grid, shape, classes)["flops"]
+    counted = grid_flops(grid, shape, classes)
+    flops = counted["flops"]
     examples = sum(grid.steps_for(b) * b for b in grid.batch_sizes) * len(grid.lrs) * len(grid.seeds) * len(grid.methods)
     n = len(grid.points())
     bound = "at most " if grid.stop_loss is not None else ""
     todo = f", {pending} pending" if pending is not None else ""
-    return (f"grid {grid.name}: {n} points{todo}; {bound}{examples:.3g} training examples and "
+    line = (f"grid {grid.name}: {n} points{todo}; {bound}{examples:.3g} training examples and "
             f"{bound}{flops:.3g} FLOPs (forward+backward, all blocks and heads, at the step caps)")
+    path = counted["critical_path"]
+    if "backprop" in path and len(path) > 1:  # the speedup each method could reach in backprop's steps
+        line += "; critical path, backprop's over the method's: " + ", ".join(
+            f"{m} {path['backprop'] / c:.2f}x" for m, c in path.items() if m != "backprop")
+    return line
 
 
 def store_name(grid: Grid, data_dir=None) -> str:

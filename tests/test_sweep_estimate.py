@@ -1,0 +1,54 @@
+"""The time estimate of a grid from a pilot's records."""
+import pandas as pd
+import pytest
+
+from paper_repro import sweep
+
+
+def _pilot(method, batch, per_example, reach_at=None, steps=10, stop=1.0):
+    """A pilot run: ``per_example`` seconds per example, loss below ``stop`` from step ``reach_at``."""
+    rows = []
+    for s in range(1, steps + 1):
+        loss = stop - 0.1 if reach_at is not None and s >= reach_at else stop + 1
+        rows.append(dict(point_id=f"{method}-{batch}", method=method, batch_size=batch, step=s, examples=s * batch,
+                         wall_time=per_example * s * batch, train_eval_loss=loss))
+    return pd.DataFrame(rows)
+
+
+def test_estimate_interpolates_rates_and_examples_in_log_batch_size():
+    pilot = pd.concat([_pilot("backprop", 16, 1e-3, reach_at=8), _pilot("backprop", 64, 4e-4, reach_at=4)])
+    grid = sweep.Grid(name="g", model="mlp", dataset="digits", methods=["backprop", "greedy"],
+                      batch_sizes=[16, 32, 64, 128], lrs=[1e-3], steps=100, eval_every_examples=16,
+                      stop_loss=1.0, stop_overshoot=0.5)
+    est = sweep.time_estimate(grid, pilot).set_index(["method", "batch_size"])
+    # at the pilot's batch sizes: rate x examples to the stop loss x 1.5
+    assert est.loc[("backprop", 16), "expected_s"] == pytest.approx(1e-3 * 8 * 16 * 1.5)
+    assert est.loc[("backprop", 64), "expected_s"] == pytest.approx(4e-4 * 4 * 64 * 1.5)
+    # halfway in log batch size: the geometric mean of rates and of examples
+    rate, examples = (1e-3 * 4e-4) ** 0.5, (128 * 256) ** 0.5
+    assert est.loc[("backprop", 32), "expected_s"] == pytest.approx(rate * examples * 1.5)
+    # outside the pilot's batch sizes: the nearest one's rate; bound = the step cap's examples
+    assert est.loc[("backprop", 128), "bound_s"] == pytest.approx(4e-4 * 100 * 128)
+    # a method the pilot did not run is costed like the pilot's slowest
+    assert est.loc[("greedy", 16), "expected_s"] == pytest.approx(est.loc[("backprop", 16), "expected_s"])
+    assert (est.expected_s <= est.bound_s).all()
+    line = sweep.estimate_line(grid, pilot, workers=2)
+    assert "8 points" in line and "loss 1.0" in line
+
+
+def test_a_pilot_that_never_reaches_the_stop_loss_costs_the_cap():
+    pilot = _pilot("backprop", 16, 1e-3, reach_at=None)
+    grid = sweep.Grid(name="g", model="mlp", dataset="digits", methods=["backprop"], batch_sizes=[16], lrs=[1e-3],
+                      steps=50, eval_every_examples=16, stop_loss=1.0)
+    est = sweep.time_estimate(grid, pilot).iloc[0]
+    assert est.expected_s == pytest.approx(est.bound_s) == pytest.approx(1e-3 * 50 * 16)
+
+
+def test_cost_line_gives_each_methods_critical_path_ratio():
+    grid = sweep.Grid(name="g", model="mlp", dataset="digits", methods=["backprop", "greedy", "chunked-2"],
+                      batch_sizes=[16], lrs=[1e-3], steps=5, model_kwargs=dict(depth=4, width=64))
+    counted = sweep.grid_flops(grid, (1, 8, 8), 10)["critical_path"]
+    line = sweep.cost_line(grid)
+    for m in ("greedy", "chunked-2"):
+        assert f"{m} {counted['backprop'] / counted[m]:.2f}x" in line
+    assert counted["backprop"] / counted["greedy"] > counted["backprop"] / counted["chunked-2"] > 1
