@@ -180,3 +180,19 @@ if study == "mlp-deep":
     display(M.table.round(3))
     fig = plots.efficiency.plot_speedup_vs_modules(M.table, M.title("Speedup at the high-compute end vs depth"))
     plots.save_figure(fig, S.figure("speedup_vs_modules"), figures_dir);
+
+# %% [markdown]
+# ## Checks
+# The numbers behind the figures (`Study.check`): backprop reaches every target. In the
+# steps-vs-batch figure each point (a median over seeds) lies within its bars, its examples are its
+# steps x its batch size, and along a curve the steps never grow with the batch size by more than
+# 10% of the curve's largest value. The critical batch is E_min / S_min of those points; every
+# speedup is positive. The cost table's critical-path ratios are above 1 for every local method,
+# greedy's the largest; the regime table reads every rule at every target.
+
+# %%
+if profile == "quick":
+    S.check()
+    ratios = analysis.cost_table(S.records).critical_path_vs_backprop.drop("backprop")
+    assert (ratios > 1).all() and ratios.idxmax() == "greedy", ratios
+    assert len(regime) == len(S.targets) * len(S.sensitivity_rules), regime

@@ -156,13 +156,4 @@ claims.assign(profile=profile, rule=S.rule, model=S.labels[0], data=S.labels[1],
 
 # %%
 if profile == "quick":
-    svb, crit, head = S.tables.steps_vs_batch, S.tables.critical.set_index(["method", "target"]), S.tables.headline
-    assert set(svb[svb.method == "backprop"].target) == set(S.targets), svb
-    assert svb.step.between(svb.step_min, svb.step_max).all()
-    assert (svb.examples - svb.step * svb.batch_size).abs().max() < 1e-6, svb
-    for _, g in svb.sort_values("batch_size").groupby(["method", "target"]):
-        assert (g.step.diff().dropna() <= 0.1 * g.step.max()).all(), g
-    lowest = svb.groupby(["method", "target"]).agg(S_min=("step", "min"), E_min=("examples", "min")).loc[crit.index]
-    assert (crit[["S_min", "E_min"]] - lowest).abs().max().max() < 1e-6, (crit, lowest)
-    assert (crit.critical_batch - crit.E_min / crit.S_min).abs().max() < 1e-6, crit
-    assert (head.max_speedup > 0).all() and (head.high_compute_speedup > 0).all(), head
+    S.check()

@@ -32,8 +32,8 @@ from pathlib import Path
 
 from . import signals
 from .cliargs import float_list, int_list, json_dict, non_negative_int, positive_float, positive_int
-from .names import (COMPUTE_STUDIES, CUT_HELP, CUTS, DATASETS, DEFAULT_CUT, DEVICES, DTYPES, MODELS, OPTIMIZERS,
-                    PROFILES, SIMULATED_SCHEDULES)
+from .names import (COMPUTE_STUDIES, CUT_HELP, CUTS, DATASETS, DEFAULT_CUT, DEVICES, DTYPES, MODELS,  # noqa: F401
+                    MODULES_STUDY, OPTIMIZERS, PROFILES, SIMULATED_SCHEDULES, SWEEP_STUDIES)
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"      # paper_repro.notebooks.NOTEBOOKS_DIR
 # the defaults of paper_repro.distributed.PipelineConfig that `simulate` shows
@@ -128,7 +128,8 @@ def add_sweep(subparsers) -> None:
     p = _parser(subparsers, "sweep", "run a resumable grid of training runs (compute-efficiency study)",
                 "Run a grid of training runs, saving each as it finishes; run the same command again "
                 "to resume after an interruption.")
-    p.add_argument("study", nargs="?", choices=COMPUTE_STUDIES, help="a built-in compute-efficiency grid (or give --grid)")
+    p.add_argument("study", nargs="?", choices=SWEEP_STUDIES,
+                   help=f"a built-in compute-efficiency grid, or {MODULES_STUDY} (one grid per depth) (or give --grid)")
     p.add_argument("--profile", default="quick", choices=PROFILES,
                    help="quick: CPU minutes on offline data; cpu: an afternoon on CPU; full: paper scale, GPU")
     p.add_argument("--grid", metavar="FILE", help="a grid.json (the keys of paper_repro.sweep.Grid) instead of STUDY")

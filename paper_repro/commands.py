@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from . import bench, datafiles, notebooks, preflight, settings, signals, train
+from . import bench, datafiles, names, notebooks, preflight, settings, signals, train
 from .distributed import bench as pipeline_bench
 from .distributed.launch import PipelineError
 from .distributed.options import configs_from_args
@@ -124,27 +124,33 @@ def run_train(args) -> int:
 # ---------------------------------------------------------------------------------- sweep
 def run_sweep_command(args) -> int:
     if (args.study is None) == (args.grid is None):
-        raise ValueError("give exactly one of STUDY (choices: " + ", ".join(settings.COMPUTE_STUDIES)
+        raise ValueError("give exactly one of STUDY (choices: " + ", ".join(names.SWEEP_STUDIES)
                          + ") or --grid FILE")
     if args.grid is not None:
         try:
             grid = Grid.from_dict(json.loads(Path(args.grid).read_text()))
         except (OSError, json.JSONDecodeError, TypeError) as e:
             raise ValueError(f"cannot read grid file {args.grid}: {e}") from None
+        grids = [grid]
+    elif args.study == names.MODULES_STUDY:  # one grid per depth, swept one after the other
+        grids = list(settings.module_grids(args.profile).values())
     else:
-        grid = settings.compute_grid(args.study, args.profile)
+        grids = [settings.compute_grid(args.study, args.profile)]
     if args.download:  # here, once, before any worker starts
-        datafiles.locate(grid.dataset, args.data_dir, download=True)
-    print(cost_line(grid), file=sys.stderr, flush=True)
-    try:
-        report = run_sweep(grid, Path(args.results) / store_name(grid, args.data_dir), workers=args.workers,
-                           shard=parse_shard(args.shard), device=args.device, data_dir=args.data_dir,
-                           progress=not args.no_progress, threads=args.threads)
-    except SweepInterrupted as stop:
-        print(f"{signals.describe(stop)}: {stop}", file=sys.stderr)
-        return signals.exit_status(stop)
-    print(report)
-    return 1 if report.failed else 0
+        datafiles.locate(grids[0].dataset, args.data_dir, download=True)
+    failed = 0
+    for grid in grids:
+        print(cost_line(grid), file=sys.stderr, flush=True)
+        try:
+            report = run_sweep(grid, Path(args.results) / store_name(grid, args.data_dir), workers=args.workers,
+                               shard=parse_shard(args.shard), device=args.device, data_dir=args.data_dir,
+                               progress=not args.no_progress, threads=args.threads)
+        except SweepInterrupted as stop:
+            print(f"{signals.describe(stop)}: {stop}", file=sys.stderr)
+            return signals.exit_status(stop)
+        print(report)
+        failed += len(report.failed)
+    return 1 if failed else 0
 
 
 # ---------------------------------------------------------------------------------- bench

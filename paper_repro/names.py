@@ -32,6 +32,8 @@ METHOD_PATTERNS = {"chunked-K": r"chunked-(\d+)", "chunked@A,B,...": r"chunked@(
 # profiles and built-in studies
 PROFILES = ("quick", "cpu", "full")
 COMPUTE_STUDIES = ("mlp", "mlp-deep", "transformer", "resnet", "resnet-imagenet")
+MODULES_STUDY = "mlp-modules"      # the deep MLP at several depths: one grid per depth
+SWEEP_STUDIES = (*COMPUTE_STUDIES, MODULES_STUDY)
 SIMILARITY_STUDIES = ("gradient", "features", "random_labels")
 
 # ---------------------------------------------------------------------------- schedules

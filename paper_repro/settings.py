@@ -30,7 +30,7 @@ import numpy as np
 from .sweep.grid import Grid
 from .train import TrainConfig
 
-from .names import COMPUTE_STUDIES, PROFILES, SIMILARITY_STUDIES  # noqa: F401  (settings.PROFILES, ...)
+from .names import COMPUTE_STUDIES, MODULES_STUDY, PROFILES, SIMILARITY_STUDIES  # noqa: F401  (settings.PROFILES, ...)
 LOCAL = ["greedy", "overlapping", "chunked-2"]
 
 
@@ -141,6 +141,14 @@ _MODULES = {
         methods=["backprop", "greedy", "chunked-2"], batch_sizes=[64, 256], lrs=[3e-3], seeds=[0, 1], steps=60,
         eval_examples=360, eval_every_examples=128, train_eval_examples=500,
         description="{depth}x64 MLP on sklearn digits, 60 steps per point")),
+    "cpu": dict(depths=[4, 8, 16], grid=dict(
+        name="mlp_depth{depth}_cifar10_8px_cpu", model="mlp", dataset="cifar10", model_kwargs=dict(width=256),
+        data_kwargs=dict(max_test=2000, image_size=8), methods=["backprop", "greedy", "chunked-2"],
+        batch_sizes=[1024, 4096, 16384], lrs=[1e-3, 3e-3], seeds=[0, 1], steps=20000, examples=500_000,
+        min_steps=200, eval_every_examples=4096, train_eval_examples=2000, stop_loss=1.6, stop_overshoot=0.25,
+        eval_examples=2000,
+        description="{depth}x256 MLP on the full CIFAR-10 training set at 8x8 px (192 inputs), large batches; "
+                    "each run stops 25% past training-subset loss 1.6 (in examples) or at its step cap")),
 }
 
 # How the compute studies are read: the rule that decides when a run reaches a target
@@ -152,7 +160,9 @@ _ANALYSIS = {
     ("mlp-deep", "quick"): dict(rule="eval", rules=["eval", "examples:256", "examples:1024"], targets=None),
     ("mlp-deep", "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"],
                               targets=[2.0, 1.8, 1.6]),
-    ("mlp-modules", "quick"): dict(rule="eval", rules=["eval", "examples:256"], targets=[1.6, 1.0]),
+    (MODULES_STUDY, "quick"): dict(rule="eval", rules=["eval", "examples:256"], targets=[1.6, 1.0]),
+    (MODULES_STUDY, "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"],
+                                 targets=[2.0, 1.8, 1.6]),
     ("transformer", "quick"): dict(rule="eval", rules=["eval", "examples:64", "examples:256"], targets=None),
     ("resnet", "quick"): dict(rule="eval", rules=["eval", "examples:256", "examples:1024"], targets=None),
     ("mlp", "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"], targets=[1.7, 1.5, 1.35]),
@@ -331,7 +341,7 @@ _SCALING = {
 # every study -> its profiles
 STUDIES = {**{s: tuple(p for t, p in _GRIDS if t == s) for s in COMPUTE_STUDIES},
            "quickstart": tuple(_QUICKSTART), **{s: tuple(_SIMILARITY[s]) for s in SIMILARITY_STUDIES},
-           "mlp-modules": tuple(_MODULES), "pipeline": tuple(_PIPELINE), "scaling": tuple(_SCALING)}
+           MODULES_STUDY: tuple(_MODULES), "pipeline": tuple(_PIPELINE), "scaling": tuple(_SCALING)}
 
 
 def _check(study: str, profile: str, known: tuple) -> None:
@@ -351,7 +361,7 @@ def compute_grid(study: str, profile: str = "quick") -> Grid:
 
 def module_grids(profile: str = "quick") -> dict[int, Grid]:
     """The grids of the speedup-vs-modules study at ``profile``: ``{depth: Grid}``."""
-    _check("mlp-modules", profile, ("mlp-modules",))
+    _check(MODULES_STUDY, profile, (MODULES_STUDY,))
     spec = copy.deepcopy(_MODULES[profile])
     out = {}
     for depth in spec["depths"]:
@@ -364,7 +374,7 @@ def module_grids(profile: str = "quick") -> dict[int, Grid]:
 
 def analysis_settings(study: str, profile: str = "quick") -> dict:
     """How ``study`` at ``profile`` is read: ``rule``, sensitivity ``rules``, ``targets``."""
-    _check(study, profile, (*COMPUTE_STUDIES, "mlp-modules"))
+    _check(study, profile, (*COMPUTE_STUDIES, MODULES_STUDY))
     return copy.deepcopy(_ANALYSIS.get((study, profile), _FULL_ANALYSIS))
 
 
@@ -421,7 +431,7 @@ def get(study: str, profile: str = "quick", **kwargs):
         return quickstart_config(profile, **kwargs)
     if study in SIMILARITY_STUDIES:
         return similarity_settings(study, profile)
-    if study == "mlp-modules":
+    if study == MODULES_STUDY:
         return module_grids(profile)
     if study == "pipeline":
         return pipeline_settings(profile)

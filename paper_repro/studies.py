@@ -42,6 +42,24 @@ class Study:
         """The figure's file name: ``NN_<study>_<what>_<profile>``."""
         return f"{NOTEBOOK_NUMBERS.get(self.study, '00')}_{self.study}_{what}_{self.profile}"
 
+    def check(self) -> None:
+        """Assert the invariants of the numbers behind the figures: backprop reaches every target;
+        each steps-vs-batch point (a median over seeds) lies within its seeds' range, its
+        examples are its steps x its batch size, and along a curve the steps never grow with
+        the batch size by more than 10% of the curve's largest value; the critical batch is
+        ``E_min / S_min`` of those points; every speedup is positive."""
+        svb, crit, head = self.tables.steps_vs_batch, self.tables.critical, self.tables.headline
+        crit = crit.set_index(["method", "target"])
+        assert set(svb[svb.method == "backprop"].target) == set(self.targets), svb
+        assert svb.step.between(svb.step_min, svb.step_max).all(), svb
+        assert (svb.examples - svb.step * svb.batch_size).abs().max() < 1e-6, svb
+        for _, g in svb.sort_values("batch_size").groupby(["method", "target"]):
+            assert (g.step.diff().dropna() <= 0.1 * g.step.max()).all(), g
+        lowest = svb.groupby(["method", "target"]).agg(S_min=("step", "min"), E_min=("examples", "min"))
+        assert (crit[["S_min", "E_min"]] - lowest.loc[crit.index]).abs().max().max() < 1e-6, (crit, lowest)
+        assert (crit.critical_batch - crit.E_min / crit.S_min).abs().max() < 1e-6, crit
+        assert (head.max_speedup > 0).all() and (head.high_compute_speedup > 0).all(), head
+
     def summary(self) -> str:
         df = self.records
         diverged = int((df.groupby("point_id").status.first() == "diverged").sum())

@@ -47,3 +47,14 @@ def test_modules_study_reads_each_depth_and_draws(monkeypatch, tmp_path):
     assert again.equals(frame)
     fig = plots.efficiency.plot_speedup_vs_modules(frame, "title")
     assert len(fig.axes) == 2
+
+
+def test_sweep_command_runs_every_depth_of_the_modules_study(monkeypatch, tmp_path, capsys):
+    from paper_repro import cli, commands
+    ran = []
+    monkeypatch.setattr(commands, "run_sweep", lambda grid, root, **kw: ran.append((grid.name, root))
+                        or sweep.SweepReport(total=0, skipped=0))
+    assert cli.main(["sweep", "mlp-modules", "--profile", "quick", "--results", str(tmp_path)]) == 0
+    names = [g.name for g in settings.module_grids("quick").values()]
+    assert [name for name, _ in ran] == names and [root.name for _, root in ran] == names
+    assert capsys.readouterr().err.count("critical path") == len(names)

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.nn as nn
 
 import paper_repro
 from paper_repro import cli, config, data, estimate, methods, models, names, report_table, settings
