@@ -18,20 +18,12 @@ from paper_repro.simulate import api
 from paper_repro.simulate.calibrate import measure
 from paper_repro.simulate.memory import MetaNet, stage_memory
 from user_models import inplace_cnn, small_cnn
+from clirun import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS_DIR = str(Path(__file__).resolve().parent)
 NB05 = "05_gradient_similarity"
 CIFAR = Path("/work/shared/data/cifar10-jpeg")
-
-
-def run_cli(argv, capsys):
-    try:
-        rc = cli.main([str(a) for a in argv])
-    except SystemExit as exc:
-        rc = exc.code
-    out = capsys.readouterr()
-    return rc, out.out, out.err
 
 
 @pytest.fixture(scope="module")

@@ -5,18 +5,10 @@ import papermill as pm
 import pytest
 import torch
 
-from paper_repro import cli, commands, notebooks
+from paper_repro import commands, notebooks
+from clirun import run_cli as run
 
 NB = notebooks.NOTEBOOKS_DIR
-
-
-def run(argv, capsys):
-    try:
-        rc = cli.main([str(a) for a in argv])
-    except SystemExit as exc:
-        rc = exc.code
-    out = capsys.readouterr()
-    return rc, out.out, out.err
 
 
 @pytest.fixture

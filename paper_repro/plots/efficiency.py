@@ -35,6 +35,22 @@ def _no_data(ax, text: str) -> None:
     ax.set(xticks=[], yticks=[])
 
 
+def _target_panels(frame: pd.DataFrame, width: float, **subplots):
+    """A figure with one panel per target of ``frame`` (highest first), a colour per method,
+    and ``(ax, target, rows)`` for each panel with data (the others say so)."""
+    targets = sorted(frame["target"].unique(), reverse=True) if len(frame) else [None]
+    fig, axes = plt.subplots(1, len(targets), figsize=(width * len(targets), 3.8), squeeze=False, **subplots)
+    colors = _colors(frame["method"].unique()) if len(frame) else {}
+    panels = []
+    for ax, t in zip(axes[0], targets):
+        d = frame[frame["target"] == t] if t is not None else frame
+        if d.empty:
+            _no_data(ax, "no run reached a target")
+        else:
+            panels.append((ax, t, d))
+    return fig, axes, colors, panels
+
+
 def plot_loss_curves(df: pd.DataFrame, title: str, rule: str = "eval", max_panels: int = 4) -> Figure:
     """The loss that decides a target (``rule``) vs examples seen, one line per method (seeds
     pooled: mean and range), one panel per batch size (at most ``max_panels``, spread over
@@ -63,14 +79,8 @@ def plot_steps_vs_batch(svb: pd.DataFrame, title: str) -> Figure:
     bars: min-max over seeds), one panel per target, one line per method, log-log, with
     the perfect-scaling line (steps halve when the batch doubles) through each method's
     smallest batch."""
-    targets = sorted(svb["target"].unique(), reverse=True) if len(svb) else [None]
-    fig, axes = plt.subplots(1, len(targets), figsize=(4.2 * len(targets), 3.8), squeeze=False)
-    colors = _colors(svb["method"].unique()) if len(svb) else {}
-    for ax, t in zip(axes[0], targets):
-        d = svb[svb["target"] == t] if t is not None else svb
-        if d.empty:
-            _no_data(ax, "no run reached a target")
-            continue
+    fig, axes, colors, panels = _target_panels(svb, 4.2)
+    for ax, t, d in panels:
         for m, g in d.groupby("method"):
             g = g.sort_values("batch_size")
             err = [g["step"] - g["step_min"], g["step_max"] - g["step"]]
@@ -168,14 +178,8 @@ def plot_speedup_vs_modules(frame: pd.DataFrame, title: str) -> Figure:
     staircases with bars over the seeds' own, and each method's critical-path ratio (the
     speedup it would reach in as few steps as backprop) as a dashed line
     (``frame``: :func:`paper_repro.studies.modules_study`)."""
-    targets = sorted(frame["target"].unique(), reverse=True) if len(frame) else [None]
-    fig, axes = plt.subplots(1, len(targets), figsize=(4.4 * len(targets), 3.8), squeeze=False, sharey=True)
-    colors = _colors(frame["method"].unique()) if len(frame) else {}
-    for ax, t in zip(axes[0], targets):
-        d = frame[frame["target"] == t] if t is not None else frame
-        if d.empty:
-            _no_data(ax, "no run reached a target")
-            continue
+    fig, axes, colors, panels = _target_panels(frame, 4.4, sharey=True)
+    for ax, t, d in panels:
         for m, g in d.groupby("method"):
             g = g.sort_values("depth")
             y = g["high_compute_speedup"].to_numpy(dtype=float)
