@@ -151,9 +151,9 @@ def test_full_plan_uses_paper_scale_shapes():
     assert [w.grid.steps for w in labels] == [100 * 391, 100 * 391]  # 100 epochs of 50,000 / 128
 
 
-def test_readme_cost_table_is_what_the_plan_computes():
-    """The README's expected-cost table is the full plan at the default assumed rate, rounded."""
-    text = (ROOT / "README.md").read_text()
+def test_cost_table_is_what_the_plan_computes():
+    """The expected-cost table (docs/gpu_servers.md) is the full plan at the default assumed rate, rounded."""
+    text = (ROOT / "docs" / "gpu_servers.md").read_text()
     rows = re.findall(r"^\| (\d\d_\w+|total)[^|]*\| ([0-9.e+]+) \| ([<0-9. ]+) \|$", text, re.M)
     assert len(rows) == 8, rows  # seven trained notebooks and the total
     table = preflight.plan("full")
