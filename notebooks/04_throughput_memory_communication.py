@@ -156,8 +156,8 @@ for dtype in ("float32", "float16"):
              micro_batches=16, dtype=dtype, schedules=("local", "gpipe", "1f1b", "1f1b-recompute", "ddp"))))
 table = report.comm_frame(comm)
 display(table.round(3))
-for rec in (comm[0], comm[5]):  # the boundary tensors in float32 and float16
-    display(pd.DataFrame(rec["boundaries"]).assign(MB=lambda d: d["bytes"] / 1e6))
+for rec in (r for r in comm if r["schedule"] == "local"):  # the boundary tensors in float32 and float16
+    display(pd.DataFrame(rec["boundaries"]).assign(dtype=rec["dtype"], MB=lambda d: d["bytes"] / 1e6))
 ratio = (table.set_index(["dtype", "schedule"])["total MB/step"].unstack()
          .eval("local / `1f1b`").rename("local / pipelined backprop"))
 display(ratio.round(4))
@@ -195,6 +195,24 @@ title = ("Throughput of every schedule in the committed runs (2 gloo processes, 
          "two models on synthetic data | profile=cpu | CPU x2 (x86_64), 2-core machines")
 fig = plots.pipeline.plot_schedule_runs(runs, title)
 plots.save_figure(fig, "04_schedules_committed_runs", figures_dir);
+
+# %% [markdown]
+# ## Checks
+# The numbers behind the figures: every run measured a positive throughput and busy fractions in
+# [0, 1]; the local pipeline sends half the bytes of pipelined backprop for ResNet-34 in both dtypes
+# and at every size and number of processors (activations forward only), and the bytes grow in
+# proportion to the micro-batch size; each committed run's median lies within its repeats' range.
+
+# %%
+if profile == "quick":
+    assert all(r["samples_per_s"] > 0 for r in records), records
+    assert all(0 <= b <= 1 + 1e-9 for r in records for b in r["busy_fraction_per_stage"]), records
+    assert ratio.between(0.495, 0.505).all(), ratio
+    by_size = sizes.pivot_table(index=["processors", "micro_batch"], columns="schedule", values="total_MB")
+    assert (by_size["local"] / by_size["1f1b"]).between(0.495, 0.505).all(), by_size
+    per_sample = sizes.total_MB / sizes.micro_batch
+    assert (per_sample.groupby([sizes.processors, sizes.schedule]).agg(lambda v: v.max() / v.min()) < 1 + 1e-9).all()
+    assert ((runs.lo <= runs.samples_per_s) & (runs.samples_per_s <= runs.hi)).all(), runs
 
 # %% [markdown]
 # ## Running it on a multi-GPU server

@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 
 from . import signals
-from .cliargs import float_list, int_list, json_dict, non_negative_int, positive_float, positive_int
+from .cliargs import float_list, int_list, json_dict, positive_float, positive_int
 from .names import (COMPUTE_STUDIES, CUT_HELP, CUTS, DATASETS, DEFAULT_CUT, DEVICES, DTYPES, MODELS,  # noqa: F401
                     MODULES_STUDY, OPTIMIZERS, PROFILES, SIMULATED_SCHEDULES, SWEEP_STUDIES)
 
@@ -238,8 +238,7 @@ def add_simulate(subparsers) -> None:
                 "Simulate pipeline schedules at any number of processors and micro-batch size: samples/s, "
                 "bubble fraction, busy time and peak memory per processor (see docs/simulate.md). Costs are "
                 "calibrated per block on this machine (--save-calibration keeps them, --calibration reuses "
-                "them) or uniform (--uniform-times); memory is counted exactly on the meta device. "
-                "--validate also runs the real pipelines (bench pipeline) and writes both side by side.")
+                "them) or uniform (--uniform-times); memory is counted exactly on the meta device.")
     d = PIPELINE_DEFAULTS
     p.add_argument("--schedule", default="all",
                    help=f"{' | '.join(SIMULATED_SCHEDULES)}; a comma list, or all (all leaves out, and names, "
@@ -274,11 +273,8 @@ def add_simulate(subparsers) -> None:
     p.add_argument("--uniform-times", type=float_list(2, 3), default=None, metavar="F,B[,W]",
                    help="seconds per forward / whole backward (/ its weight half) of a micro-batch on every "
                         "processor, instead of calibrating (None: calibrate)")
-    p.add_argument("--link", type=float_list(2, 2, keywords=("auto",)), default=None,
-                   metavar="LATENCY_S,BYTES_PER_S",
-                   help="each message takes latency + bytes / bandwidth; auto: measure it between two local "
-                        "processes that compute between messages, as pipeline stages do (gloo; with --device "
-                        "cuda, NCCL between GPUs 0 and 1); None: communication is free")
+    p.add_argument("--link", type=float_list(2, 2), default=None, metavar="LATENCY_S,BYTES_PER_S",
+                   help="each message takes latency + bytes / bandwidth; None: communication is free")
     p.add_argument("--calibration", default=None, metavar="JSON",
                    help="read the per-block costs from this file instead of measuring them")
     p.add_argument("--save-calibration", default=None, metavar="JSON", help="write the measured per-block costs here")
@@ -288,22 +284,6 @@ def add_simulate(subparsers) -> None:
     p.add_argument("--no-memory", action="store_true", help="skip the meta-device memory accounting")
     p.add_argument("--json", default=None, help="write the records here")
     p.add_argument("--gantt", default=None, metavar="PNG", help="draw one step of every simulated schedule here")
-    p.add_argument("--validate", default=None, metavar="PATH",
-                   help="also run the real pipelines (bench pipeline) and write measured vs simulated here "
-                        "(.md + .csv)")
-    p.add_argument("--repeats", type=positive_int, default=1, help="--validate: real runs per configuration (medians)")
-    p.add_argument("--validate-against", default=None, metavar="JSON",
-                   help="--validate: take the real runs from this bench pipeline JSON instead of running them")
-    p.add_argument("--replay", type=non_negative_int, default=0, metavar="K",
-                   help="--validate: take every stage's forward, backward and optimizer times from replaying "
-                        "each run's compute in its schedule's order, all stages at once (median of K rounds; "
-                        "0: the per-block calibration alone)")
-    p.add_argument("--coupled", action="store_true",
-                   help="--replay: every replayed action also waits for the neighbouring stage's action it "
-                        "depends on, as in the real pipeline (still nothing is sent)")
-    p.add_argument("--in-situ", action="store_true",
-                   help="--validate: simulate every run with the forward+backward and optimizer times its own "
-                        "stages measured (not a prediction: a check of the schedule engine and link model alone)")
     p.set_defaults(func=Handler(HANDLERS["simulate"]))
 
 

@@ -5,7 +5,6 @@ messages are sent are the bytes the boundary tensors' shapes predict.
 Process start-up dominates the time, so all runs with the same number of processes share one
 launch (module-scoped fixtures).
 """
-import os
 
 import pytest
 import torch
@@ -13,7 +12,6 @@ import torch
 from paper_repro.distributed.bench import run_pipeline
 from paper_repro.distributed.local import make_optimizer
 from paper_repro.distributed import PipelineConfig, build_learner, data_spec, micro_batches
-from paper_repro.distributed.config import CPU_MALLOC_ENV
 
 SMALL = dict(micro_batch=4, micro_batches=3, steps=1, warmup_steps=1, timeout=60.0)
 MODELS = {
@@ -137,31 +135,6 @@ def test_local_pipeline_parameters_equal_single_process_learner(launched):
                 assert torch.equal(value, ref[name]), f"{model}/{method} stage {s}: {name} differs"
                 seen.add(name)
         assert seen == set(ref), f"{model}/{method}: not held by any stage: {sorted(set(ref) - seen)}"
-
-
-def test_stage_processes_keep_glibc_malloc_as_it_is_by_default(launched):
-    _, _, _, records = launched
-    expected = {k: os.environ[k] for k in CPU_MALLOC_ENV if k in os.environ}
-    for record in records:
-        assert record["malloc_env"] == expected, record["schedule"]
-
-
-def test_records_count_each_stage_process_page_faults_over_the_timed_window(launched):
-    _, _, _, records = launched
-    for record in records:
-        faults = record["minor_page_faults_per_stage"]
-        assert len(faults) == record["processes"], record["schedule"]
-        assert all(isinstance(f, int) and f >= 0 for f in faults), (record["schedule"], faults)
-
-
-def test_paper_repro_malloc_keep_freed_sets_what_the_user_has_not(monkeypatch):
-    for key in CPU_MALLOC_ENV:
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("PAPER_REPRO_MALLOC", "keep-freed")
-    monkeypatch.setenv("MALLOC_TOP_PAD_", "1048576")
-    cfg = PipelineConfig(schedule="local", stages=2, **MODELS["mlp"], **SMALL)
-    [record] = run_pipeline([cfg], timeout=120, progress=False)
-    assert record["malloc_env"] == {**CPU_MALLOC_ENV, "MALLOC_TOP_PAD_": "1048576"}
 
 
 def test_local_bytes_match_boundary_shapes(launched):

@@ -308,51 +308,14 @@ def test_pipelined_backprop_is_cut_for_one_optimizer_step_per_step(monkeypatch):
     assert seen == [1, 4, 8, 8]
 
 
-def test_the_timed_window_leaves_out_warmup_and_counts_the_page_faults_during_it(monkeypatch):
+def test_the_timed_window_leaves_out_warmup():
     from paper_repro.distributed import local
-    counts = iter([100, 130, 1130])                  # the process's fault counter at start, warm-up end, end
-    monkeypatch.setattr(local, "minor_page_faults", lambda: next(counts))
     window = local.Window(warm=1)
     window.mark()                                    # the warm-up iteration ends
     window.mark()
     stats = window.stats([5.0, 0.25])
     assert stats["busy_s"] == 0.25                   # the warm-up iteration's 5 s are left out
     assert stats["window_s"] > 0 and stats["busy_fraction"] == 0.25 / stats["window_s"]
-    assert stats["minor_page_faults"] == 1000        # the faults of the window alone
-
-
-def test_the_page_fault_counter_reads_the_process_count():
-    # how many faults a first touch takes depends on the kernel (huge pages, fault-around):
-    # only that the counter is a count that never goes back is checked
-    import mmap
-
-    from paper_repro.distributed.local import minor_page_faults
-    if minor_page_faults() is None:
-        pytest.skip("no resource module on this platform")
-    before = minor_page_faults()
-    fresh = mmap.mmap(-1, 64 * mmap.PAGESIZE)
-    for p in range(64):
-        fresh[p * mmap.PAGESIZE] = 1
-    fresh.close()
-    after = minor_page_faults()
-    assert isinstance(before, int) and 0 <= before <= after
-
-
-def test_the_page_fault_cost_tool_times_first_and_second_touch():
-    import importlib.util
-    import mmap
-    from pathlib import Path
-
-    from paper_repro.distributed.local import minor_page_faults
-    if minor_page_faults() is None:
-        pytest.skip("no resource module on this platform")
-    path = Path(__file__).resolve().parents[1] / "tools" / "page_fault_cost.py"
-    spec = importlib.util.spec_from_file_location("page_fault_cost", path)
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    fresh, faults, again = tool.first_touch(512 * mmap.PAGESIZE)
-    assert isinstance(faults, int) and faults >= 0   # the count itself depends on the kernel
-    assert fresh > 0 and again > 0
 
 
 def test_repeats_merge_into_medians_of_throughput_and_of_every_stages_phases():

@@ -74,24 +74,3 @@ def test_paper_setting_ratios_group_one_ratio_per_calibration_and_spread_summari
     for b, v in ratios.items():
         assert table.loc[b, "min"] == min(v) and table.loc[b, "max"] == max(v)
         assert table.loc[b, "median"] == pytest.approx(sum(v) / 2)
-
-
-def test_gpu_memory_summary_accounts_the_stored_measurements_again(tmp_path):
-    from paper_repro import methods
-    from paper_repro.simulate.memcheck import read_table
-    from paper_repro.simulate.memory import MetaNet, stage_memory
-    gms = tool("gpu_memory_summary")
-    path = gms.STORE / "gpu_memory_check_s4_mb8.md"
-    cfg, rows = gms.reaccount(path)
-    assert (cfg.model, cfg.image_size, cfg.num_classes, cfg.stages, cfg.micro_batch) == ("resnet34", 224, 1000, 4, 8)
-    stored = read_table(path)
-    meta = MetaNet(cfg)
-    cut = methods.module_blocks("chunked-4", meta.blocks)
-    local = stage_memory(meta, "local", 4, 8, 16, cut, first_step_inference=False)
-    for new, old in zip(rows, stored):
-        assert new["cuda_measured"] == old["cuda_measured"]        # the measurement is kept
-        assert new["peak_ratio"] == new["peak_predicted"] / new["cuda_measured"]
-        if new["schedule"] == "local":
-            assert new["peak_predicted"] == local[new["stage"]]["peak_bytes"]
-    assert gms.main(["--out", str(tmp_path / "s.md"), str(path)]) == 0
-    assert "All 20 stage rows" in (tmp_path / "s.md").read_text()

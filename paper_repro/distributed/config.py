@@ -23,18 +23,6 @@ FAULT_MODES = ("raise", "kill", "hang")
 BALANCES = CUTS
 PREFETCH = ("auto", "on", "off")
 
-# glibc malloc settings for CPU stage processes, opt-in with PAPER_REPRO_MALLOC=keep-freed (the
-# launcher then sets any the user has not; a record names those its processes ran with). By
-# default glibc hands large freed blocks back to the operating system and page-faults them in
-# again later; these keep freed memory in the process, as jemalloc or tcmalloc do (which
-# ``torch.backends.xeon.run_cpu`` preloads for the same reason): mmap only above 32 MiB (glibc's
-# maximum), never trim, grow the heap 512 MiB at a time. On this project's 2-core CPU they speed
-# up the local pipeline, which steps its optimizer after every micro-batch, by about a fifth and
-# leave GPipe and 1F1B as they are (tools/bench_malloc.sh), so they are not the default.
-CPU_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "17179869184",
-                  "MALLOC_TOP_PAD_": "536870912"}
-
-
 @dataclass
 class PipelineConfig(ModelParts, DataParts, OptimParts):
     """One benchmark run: a model cut into ``stages`` processes, trained with ``schedule``.

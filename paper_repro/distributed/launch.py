@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 
 from .. import signals
 from .comm import ABORT_KEY, EXIT_PEER_FAILED, report_failure
-from .config import CPU_MALLOC_ENV, PipelineConfig
+from .config import PipelineConfig
 
 
 class PipelineError(RuntimeError):
@@ -94,9 +94,6 @@ def launch(configs: list[PipelineConfig], *, timeout: float | None = None, grace
     env.pop("TORCHELASTIC_RESTART_COUNT", None)
     if configs[0].device == "cpu":
         env.setdefault("OMP_NUM_THREADS", "1")
-        if env.get("PAPER_REPRO_MALLOC") == "keep-freed":
-            for key, value in CPU_MALLOC_ENV.items():
-                env.setdefault(key, value)
     cmd = [sys.executable, "-m", "paper_repro.distributed.run", "--configs", str(workdir / "configs.json"),
            "--json", str(result_path), "--quiet", "--partial", str(workdir / "partial.json")]
     procs, logs = [], []

@@ -42,11 +42,6 @@ from .memory import SavedTensorMeter, peak_memory, state_bytes
 from .replicas import Placement, count_allreduce
 from .stopwatch import Stopwatch
 
-try:
-    import resource         # page-fault counts; not on every platform
-except ImportError:
-    resource = None
-
 
 def maybe_fail(cfg: PipelineConfig, rank: int, index: int) -> None:
     """Fault injection for the failure tests: raise, SIGKILL or hang this stage at micro-batch ``index``."""
@@ -193,26 +188,19 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
     return stats
 
 
-def minor_page_faults() -> int | None:
-    """Minor page faults of this process so far: pages the kernel had to map in, e.g. because the
-    allocator gave memory back to the system and took it again. None where ``resource`` is missing."""
-    return None if resource is None else resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-
-
 class Window:
     """The timed window of a stage's loop: :meth:`mark` ends every iteration, the first ``warm``
     iterations are left out. :meth:`stats`: busy seconds (computing, not waiting for messages)
-    over the window, and the process's minor page faults during it."""
+    over the window."""
 
     def __init__(self, warm: int):
         self.warm = warm
-        self.marks = [(time.perf_counter(), minor_page_faults())]
+        self.marks = [time.perf_counter()]
 
     def mark(self) -> None:
-        self.marks.append((time.perf_counter(), minor_page_faults()))
+        self.marks.append(time.perf_counter())
 
     def stats(self, busy: list[float]) -> dict:
-        (t0, f0), (t1, f1) = self.marks[self.warm], self.marks[-1]
+        t0, t1 = self.marks[self.warm], self.marks[-1]
         window, busy_s = t1 - t0, sum(busy[self.warm:])
-        return {"window_s": window, "busy_s": busy_s, "busy_fraction": busy_s / window if window > 0 else None,
-                "minor_page_faults": None if f0 is None else f1 - f0}
+        return {"window_s": window, "busy_s": busy_s, "busy_fraction": busy_s / window if window > 0 else None}

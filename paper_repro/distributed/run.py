@@ -26,7 +26,7 @@ from .. import methods
 from ..hardware import hardware_label
 from . import comm
 from .baselines import run_pipelined_backprop
-from .config import CPU_MALLOC_ENV, DTYPES, MULTI_STAGE, PipelineConfig
+from .config import DTYPES, MULTI_STAGE, PipelineConfig
 from .ddp import run_ddp
 from .inputs import build_learner, data_spec, label_info, micro_batches, prefetched
 from .local import keep_only, run_local
@@ -177,7 +177,6 @@ def summarize(cfg: PipelineConfig, plan, infos, spec, per_stage: list[dict], gra
         "steps": cfg.steps, "warmup_steps": cfg.warmup_steps,
         "samples_per_s": samples_per_s,
         "busy_fraction_per_stage": [st["busy_fraction"] for st in per_stage],
-        "minor_page_faults_per_stage": [st.get("minor_page_faults") for st in per_stage],
         "comm_bytes_per_sample": {"forward": measured["forward"], "backward": measured["backward"]},
         "comm_bytes_detail_per_sample": measured,
         "comm_bytes_predicted_per_sample": {k: v for k, v in predicted.items() if k != "per_boundary"},
@@ -192,7 +191,6 @@ def summarize(cfg: PipelineConfig, plan, infos, spec, per_stage: list[dict], gra
         "labels": {"shape": [B, *lshape], "dtype": str(ldtype).replace("torch.", "")},
         "dtype": cfg.dtype, "device": device.type, "hardware": hardware_label(str(device)),
         "threads_per_process": torch.get_num_threads(),
-        "malloc_env": {k: os.environ[k] for k in CPU_MALLOC_ENV if k in os.environ},
         "data": "synthetic random tensors" if cfg.dataset == "synthetic" else cfg.dataset,
         "torch": torch.__version__,
         "per_stage": per_stage,

@@ -1,11 +1,9 @@
 """``paper-repro simulate`` (options: :func:`paper_repro.cli.add_simulate`): print the simulated
-records as a table; optionally write them as JSON, draw a Gantt chart, or validate against real runs.
+records as a table; optionally write them as JSON or draw a Gantt chart.
 
     paper-repro simulate --model resnet34 --image-size 224 --num-classes 1000 --stages 4 \\
         --micro-batch 8 --micro-batches 16 --schedule all --json out.json --gantt gantt.png
     paper-repro simulate --stages 4 --micro-batches 8 --schedule 1f1b,gpipe --uniform-times 1,2
-    paper-repro simulate --model resnet18 --model-kwargs '{"width": 16}' --stages 2 \\
-        --micro-batch 8,16,32 --validate results/simulate/validation.md
 
 This module imports matplotlib (for ``--gantt``), so :mod:`paper_repro.cli` names it in its
 handler table and imports it only when ``simulate`` runs. Bad input raises ``ValueError``.
@@ -13,7 +11,6 @@ handler table and imports it only when ``simulate`` runs. Bad input raises ``Val
 from __future__ import annotations
 
 import json
-from dataclasses import astuple
 from pathlib import Path
 
 from ..commands import check_writable
@@ -21,24 +18,14 @@ from ..distributed import PipelineConfig
 from ..plots.simulate import plot_gantt
 from . import api
 from .engine import Link
-from .linkcal import measure_link
-from .validate import validate
 
 
 def run_simulate_command(args) -> int:
     schedules = api.parse_schedules(args.schedule)
-    if args.link == "auto":
-        args.link = astuple(measure_link(device="cuda" if str(args.device).startswith("cuda") else "cpu"))
-        print(f"link measured between two local processes ({args.device}) computing between messages: "
-              f"latency {args.link[0] * 1e6:.1f} us, bandwidth {args.link[1] / 1e9:.2f} GB/s")
     link = Link(*args.link) if args.link else None
     for path, option in ((args.json, "--json"), (args.gantt, "--gantt"), (args.save_calibration, "--save-calibration")):
         if path:
             check_writable(path, option)
-    if args.validate_against and not args.validate:
-        raise ValueError("--validate-against needs --validate PATH (where the table goes)")
-    if args.validate:
-        return validate(args, schedules)
     records = []
     skipped = [] if args.schedule == "all" else None     # "all": leave out what cannot run, say so
     for S in args.stages:

@@ -1,14 +1,14 @@
 """The validation count of every measurement against the simulation made beside it.
 
-Each validation table and re-measurement (``tools/validation_sets.sh``) was simulated in the same
+Each validation table and re-measurement (``research/simulator_validation/validation_sets.sh``) was simulated in the same
 command that measured it, with a calibration made just before its runs; its stored ``.csv`` holds
 that comparison. This tool counts, per measurement, the ratios to 1F1B within the tolerance
-(:func:`paper_repro.simulate.remeasure.recorded_counts`). Set beside ``tools/validation_repro.py``
+(:func:`research.simulator_validation.remeasure.recorded_counts`). Set beside ``research/simulator_validation/validation_repro.py``
 (every measurement simulated again with calibrations made later, one after the other), it says
 whether a calibration made beside its measurement predicts that measurement better. Reads the
 stored tables only; nothing is run or calibrated.
 
-    .venv/bin/python tools/validation_recorded.py --out results/simulate/validation_recorded \\
+    .venv/bin/python -m research.simulator_validation.validation_recorded --out results/simulate/validation_recorded \\
         results/simulate/validation_resnet18w16_cpu2_busylink_glibc ...
 """
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from paper_repro.simulate.remeasure import recorded_counts
-from paper_repro.simulate.validate import TOLERANCE
+from .remeasure import recorded_counts
+from .validate import TOLERANCE
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
              f"Ratios to 1F1B within {TOLERANCE:.0%} in each measurement's own stored table (simulated in the "
              "command that measured it, with a calibration made just before its runs), and their median error. "
              "Made with "
-             f"`{shlex.join(['.venv/bin/python', 'tools/validation_recorded.py', *sys.argv[1:]])}`.", "",
+             f"`{shlex.join(['.venv/bin/python', '-m', 'research.simulator_validation.validation_recorded', *sys.argv[1:]])}`.", "",
              "| table | " + " | ".join(f"m{k}" for k in range(1, width + 1)) + " |", "|---|" + "---|" * width]
     for table, g in counts.groupby("table", sort=False):
         cells = [f"{r.within} of {r.ratios} ({r.median_abs_error:.0%})" for r in g.itertuples()]

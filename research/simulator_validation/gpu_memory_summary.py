@@ -6,7 +6,7 @@ accounts every row again with :func:`paper_repro.simulate.memory.stage_memory` a
 configuration is read from the table's header) and writes one summary: per table and schedule,
 accounted / measured over the stages (min-max) and for the processor that needs the most.
 
-    python tools/gpu_memory_summary.py --out results/simulate/gpu_memory_summary.md
+    python -m research.simulator_validation.gpu_memory_summary --out results/simulate/gpu_memory_summary.md
 """
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ from pathlib import Path
 
 from paper_repro import methods
 from paper_repro.distributed import PipelineConfig
-from paper_repro.simulate.memcheck import read_table, worst_stage
+from .memcheck import read_table, worst_stage
 from paper_repro.simulate.memory import MetaNet, stage_memory
 
-STORE = Path(__file__).resolve().parents[1] / "results/simulate"
+STORE = Path(__file__).resolve().parents[2] / "results/simulate"
 HEADER = re.compile(r"^(\w+) (\{.*\}) at (\d+) px, (\d+) stages, micro-batch (\d+), (\d+) micro-batches per step, "
                     r"(\w+)\.$", re.M)
 
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     lines = ["# GPU memory checks against today's accounting", "",
              "Accounted / measured peak bytes (`max_memory_allocated` over a step, less what was allocated before "
-             "the stage), accounted again from the stored measurements by `tools/gpu_memory_summary.py`. "
+             "the stage), accounted again from the stored measurements by `research/simulator_validation/gpu_memory_summary.py`. "
              "Per schedule: the range over its stages, and for the processor that needs the most (the memory "
              "figure's number).", "",
              "| table | stages | micro-batch | schedule | stages: min-max | worst processor: measured / accounted MiB | ratio |",

@@ -10,13 +10,16 @@ vs the runs' saved-tensor meters).
 """
 from __future__ import annotations
 
+import argparse
 import ast
 import dataclasses
 import json
 import os
 import platform
 import re
+import shlex
 import statistics
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -24,18 +27,21 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from .. import methods
-from ..distributed import PipelineConfig
-from ..distributed.bench import run_pipeline
-from ..distributed.config import CPU_MALLOC_ENV
-from ..distributed.report import median_records
-from ..hardware import hardware_label
-from .calibrate import measure
-from .costs import fresh_share, schedule_costs
-from .engine import Link, simulate
-from .memory import MetaNet, stage_memory
-from .replay import Job, StageTimes, replay, replay_costs
-from .schedules import check_schedule
+from paper_repro import methods
+from paper_repro.cli import add_simulate
+from paper_repro.cliargs import float_list, non_negative_int, positive_int
+from paper_repro.simulate import api
+from paper_repro.distributed import PipelineConfig
+from paper_repro.distributed.bench import run_pipeline
+from paper_repro.distributed.report import median_records
+from paper_repro.hardware import hardware_label
+from paper_repro.simulate.calibrate import measure
+from paper_repro.simulate.costs import fresh_share, schedule_costs
+from paper_repro.simulate.engine import Link, simulate
+from paper_repro.simulate.memory import MetaNet, stage_memory
+from .linkcal import measure_link
+from .replay import CPU_MALLOC_ENV, Job, StageTimes, replay, replay_costs
+from paper_repro.simulate.schedules import check_schedule
 
 REAL_SCHEDULES = ("local", "gpipe", "1f1b", "1f1b-recompute")
 TOLERANCE = 0.15    # the goal: simulated throughput ratios to 1F1B within 15% of the measured ones
@@ -65,6 +71,8 @@ def compare(base: PipelineConfig, stages: list[int], micro_batch_sizes: list[int
                    for _ in range(repeats) for B in micro_batch_sizes for s in runnable
                    for u in (update_every if s == "local" else [1])]
         runs = run_pipeline(configs, timeout=timeout, progress=False)
+        for r in runs:      # the stage processes inherit this process's environment, glibc's settings too
+            r.setdefault("malloc_env", {k: os.environ[k] for k in CPU_MALLOC_ENV if k in os.environ})
         records += median_records(runs) if repeats > 1 else runs
     df = against(records, reps=reps, link=link, replay_rounds=replay_rounds, in_situ=in_situ, coupled=coupled)
     df.attrs["records"] = records       # the real runs, to simulate again later (--validate-against)
@@ -305,7 +313,7 @@ def write(df: pd.DataFrame, path: str | Path, note: str) -> tuple[Path, Path]:
 
 
 def validate(args, schedules: list[str]) -> int:
-    """``paper-repro simulate --validate PATH``: run, compare, print and write the table."""
+    """``--validate PATH``: run, compare, print and write the table."""
     base = PipelineConfig(model=args.model, model_kwargs=args.model_kwargs, image_size=args.image_size,
                           num_classes=args.num_classes, seq_len=args.seq_len, micro_batches=args.micro_batches,
                           steps=args.steps, warmup_steps=args.warmup_steps, update_every=args.update_every,
@@ -366,3 +374,56 @@ def validate(args, schedules: list[str]) -> int:
         runs.write_text(json.dumps(df.attrs["records"], indent=1))
         print(f"real runs written to {runs} (simulate them again with --validate-against {runs})")
     return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """``paper-repro simulate``'s options (``--link`` also takes ``auto``) and the validation's own."""
+    top = argparse.ArgumentParser(prog="python -m research.simulator_validation.validate")
+    sub = top.add_subparsers()
+    add_simulate(sub)
+    p = sub.choices["simulate"]
+    p.prog, p.description = top.prog, __doc__.split("\n\n")[0]
+    for action in p._actions:
+        if action.dest == "link":
+            action.type = float_list(2, 2, keywords=("auto",))
+            action.help += ("; auto: measure it between two local processes that compute between messages, as "
+                            "pipeline stages do (gloo; with --device cuda, NCCL between GPUs 0 and 1)")
+    p.add_argument("--validate", required=True, metavar="PATH",
+                   help="run the real pipelines (bench pipeline) and write measured vs simulated here (.md + .csv)")
+    p.add_argument("--repeats", type=positive_int, default=1, help="--validate: real runs per configuration (medians)")
+    p.add_argument("--validate-against", default=None, metavar="JSON",
+                   help="--validate: take the real runs from this bench pipeline JSON instead of running them")
+    p.add_argument("--replay", type=non_negative_int, default=0, metavar="K",
+                   help="--validate: take every stage's forward, backward and optimizer times from replaying "
+                        "each run's compute in its schedule's order, all stages at once (median of K rounds; "
+                        "0: the per-block calibration alone)")
+    p.add_argument("--coupled", action="store_true",
+                   help="--replay: every replayed action also waits for the neighbouring stage's action it "
+                        "depends on, as in the real pipeline (still nothing is sent)")
+    p.add_argument("--in-situ", action="store_true",
+                   help="--validate: simulate every run with the forward+backward and optimizer times its own "
+                        "stages measured (not a prediction: a check of the schedule engine and link model alone)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser().parse_args(argv)
+    args.command_line = "python -m research.simulator_validation.validate " + shlex.join(argv)
+    try:
+        schedules = api.parse_schedules(args.schedule)
+        if args.link == "auto":
+            args.link = dataclasses.astuple(measure_link(device="cuda" if str(args.device).startswith("cuda")
+                                                         else "cpu"))
+            print(f"link measured between two local processes ({args.device}) computing between messages: "
+                  f"latency {args.link[0] * 1e6:.1f} us, bandwidth {args.link[1] / 1e9:.2f} GB/s")
+        if args.validate_against and not args.validate:
+            raise ValueError("--validate-against needs --validate PATH (where the table goes)")
+        return validate(args, schedules)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

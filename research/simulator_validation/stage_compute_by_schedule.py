@@ -1,17 +1,17 @@
 """Does a stage's compute per micro-batch depend on the schedule it runs in?
 
-For each validation table and its re-measurements (``tools/validation_sets.sh``), every stage's
+For each validation table and its re-measurements (``research/simulator_validation/validation_sets.sh``), every stage's
 timed forward+backward per micro-batch under each schedule, over 1F1B's in the same measurement
-(:func:`paper_repro.simulate.remeasure.compute_vs_1f1b`): median and range over the measurements.
+(:func:`research.simulator_validation.remeasure.compute_vs_1f1b`): median and range over the measurements.
 The simulator's calibration gives every schedule the same compute per micro-batch (up to the cost
 of adding to existing gradients), so ratios far from 1 are what it cannot predict. Reads the
 stored runs only; nothing is run or calibrated.
 
-    .venv/bin/python tools/stage_compute_by_schedule.py --out results/simulate/stage_compute_by_schedule \\
+    .venv/bin/python -m research.simulator_validation.stage_compute_by_schedule --out results/simulate/stage_compute_by_schedule \\
         results/simulate/validation_resnet18w16_cpu2_busylink_glibc ...
 
 writes ``OUT.md`` and ``OUT.csv``. ``--group NAME=GLOB`` adds other measurements of the same runs
-(any ``bench pipeline`` JSON files, e.g. the alternated allocator rounds of ``tools/bench_malloc.sh``)
+(any ``bench pipeline`` JSON files, e.g. the alternated allocator rounds of ``research/simulator_validation/bench_malloc.sh``)
 as a row group named NAME.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from paper_repro.simulate.remeasure import compute_vs_1f1b, measurement_files
+from .remeasure import compute_vs_1f1b, measurement_files
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
              "[min-max] over the measurements of each table (the table and its `_set*` re-measurements). The "
              "simulator's calibration gives every schedule the same compute per micro-batch, up to the cost of "
              "adding to existing gradients. Made with "
-             f"`{shlex.join(['.venv/bin/python', 'tools/stage_compute_by_schedule.py', *sys.argv[1:]])}`.", "",
+             f"`{shlex.join(['.venv/bin/python', '-m', 'research.simulator_validation.stage_compute_by_schedule', *sys.argv[1:]])}`.", "",
              "| table | micro_batch | stage | measurements | local | local-per-step | gpipe | 1f1b-recompute | "
              "1F1B ms per micro-batch |", "|---|---|---|---|---|---|---|---|---|"]
     for (table, B, v), g in out.groupby(["table", "micro_batch", "stage"], sort=False):

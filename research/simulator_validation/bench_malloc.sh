@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
-# The stage processes' allocator, glibc's own behaviour against keeping freed memory (the
-# launcher's default, see CPU_MALLOC_ENV in paper_repro/distributed/config.py): ResNet-18 width
+# The stage processes' allocator, glibc's own behaviour against keeping freed memory (CPU_MALLOC_ENV in
+# research/simulator_validation/replay.py, set in the environment of the runs): ResNet-18 width
 # 16, 2 CPU processes, micro-batch 8 x 16 (MB=32: 32 x 16), local / GPipe / 1F1B, the two settings
 # alternated ROUNDS times. MODEL=mlp: the MLP 8x1024 instead. The stage processes' minor page
 # faults per timed step go into the summary too (memory the allocator gave back and took again).
 # Run it on an otherwise idle machine.
 #
-#   tools/bench_malloc.sh [ROUNDS] -> results/pipeline/malloc/{system,keep-freed}_r<k>.json + summary.md
-#   FIRST=4 tools/bench_malloc.sh 9    # add rounds 4..9 to existing ones; SUMMARY_ONLY=1: no runs
-#   MB=32 tools/bench_malloc.sh 5      # micro-batch 32 -> results/pipeline/malloc_mb32/
-#   MODEL=mlp MB=256 tools/bench_malloc.sh 3   # -> results/pipeline/malloc_mlp_mb256/
+#   research/simulator_validation/bench_malloc.sh [ROUNDS] -> results/pipeline/malloc/{system,keep-freed}_r<k>.json + summary.md
+#   FIRST=4 research/simulator_validation/bench_malloc.sh 9    # add rounds 4..9 to existing ones; SUMMARY_ONLY=1: no runs
+#   MB=32 research/simulator_validation/bench_malloc.sh 5      # micro-batch 32 -> results/pipeline/malloc_mb32/
+#   MODEL=mlp MB=256 research/simulator_validation/bench_malloc.sh 3   # -> results/pipeline/malloc_mlp_mb256/
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PY=${PYTHON:-.venv/bin/python}
 ROUNDS=${1:-3}
 MB=${MB:-8}
 MODEL=${MODEL:-resnet}
+KEEP_FREED=(MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=17179869184 MALLOC_TOP_PAD_=536870912)
 case $MODEL in
     resnet) NET=(--model resnet18 --model-kwargs '{"width": 16}' --image-size 32); NAME="ResNet-18 width 16"; TAG= ;;
     mlp) NET=(--model mlp --model-kwargs '{"depth": 8, "width": 1024}'); NAME="MLP 8x1024"; TAG=_mlp ;;
@@ -27,7 +28,8 @@ mkdir -p "$OUT"
 for k in $(seq "${FIRST:-1}" "$ROUNDS"); do
     for setting in system keep-freed; do
         echo "== round $k: $setting =="
-        PAPER_REPRO_MALLOC=$setting "$PY" -m paper_repro.cli bench pipeline "${NET[@]}" \
+        if [[ "$setting" == keep-freed ]]; then set_env=("${KEEP_FREED[@]}"); else set_env=(); fi
+        env "${set_env[@]}" "$PY" -m paper_repro.cli bench pipeline "${NET[@]}" \
             --micro-batch "$MB" --stages 2 --micro-batches 16 --steps 3 \
             --warmup-steps 1 --optimizer adam --schedule local,gpipe,1f1b --no-progress \
             --json "$OUT/${setting}_r$k.json" > /dev/null

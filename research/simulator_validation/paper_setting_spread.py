@@ -8,7 +8,7 @@ with each, and with every calibration stored by earlier calls: local's samples/s
 pipelined-backprop baseline, with ``bench pipeline``'s cut and with the cut balancing measured time
 (what notebook 08 shows).
 
-    .venv/bin/python tools/paper_setting_spread.py --calibrations 3 --out results/simulate/paper_setting_spread
+    .venv/bin/python -m research.simulator_validation.paper_setting_spread --calibrations 3 --out results/simulate/paper_setting_spread
 
 writes ``OUT.md`` (the table), ``OUT.csv`` and every new calibration beside the cached one, as
 ``calibration_resnet34_224_cpu1_runK.json`` numbered after the stored ones, with the CPU model in
@@ -29,9 +29,9 @@ from paper_repro.distributed import PipelineConfig
 from paper_repro.hardware import cpu_model
 from paper_repro.simulate.calibrate import BlockCosts, measure
 from paper_repro.simulate.scaling import ratio_table
-from paper_repro.simulate.validate import machine_note
+from .validate import machine_note
 
-CACHED = Path(__file__).resolve().parents[1] / "results/simulate/calibration_resnet34_224_cpu1.json"
+CACHED = Path(__file__).resolve().parents[2] / "results/simulate/calibration_resnet34_224_cpu1.json"
 
 
 def run_number(path: Path) -> int:
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     first = max((run_number(p) for p in stored), default=0) + 1
     for k in range(first, first + args.calibrations):
         bc = measure(cfg, reps=args.reps, threads=1)
-        bc.note = (f"one thread per processor; measured by tools/paper_setting_spread.py on {before}; "
+        bc.note = (f"one thread per processor; measured by research/simulator_validation/paper_setting_spread.py on {before}; "
                    f"CPU model {cpu_model()}")
         bc.save(CACHED.with_name(f"{CACHED.stem}_run{k}.json"))
         calibrations[f"run {k} (new)"] = bc
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
              f"cut balancing the calibration's measured time. New calibrations: best of {args.reps} rounds per "
              f"block, one thread, one after the other on {before} ({time.time() - t0:.0f} s in all); stored ones: "
              f"the same, by earlier calls. Made with "
-             f"`{' '.join(['.venv/bin/python', 'tools/paper_setting_spread.py', *sys.argv[1:]])}`.", "",
+             f"`{' '.join(['.venv/bin/python', '-m', 'research.simulator_validation.paper_setting_spread', *sys.argv[1:]])}`.", "",
              "| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
     for row in df.itertuples(index=False):
         lines.append("| " + " | ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row) + " |")

@@ -2,13 +2,13 @@
 
 For the runs of a validation (``results/simulate/*.runs.json``), every stage's compute is
 replayed in its schedule's order, all stages at once and with nothing communicated
-(:mod:`paper_repro.simulate.replay`), once with glibc's default malloc and once with the stage
+(:mod:`research.simulator_validation.replay`), once with glibc's default malloc and once with the stage
 processes keeping freed memory (``CPU_MALLOC_ENV``), alternating the two ``--sets`` times. The
 table puts the mean forward+backward per micro-batch of each stage beside what the real runs
 measured inside the same calls (their ``forward_backward`` phase) and what the per-block
 calibration sums to.
 
-    .venv/bin/python tools/replay_malloc.py results/simulate/validation_mlp8x1024_cpu2_busylink_glibc.runs.json \\
+    .venv/bin/python -m research.simulator_validation.replay_malloc results/simulate/validation_mlp8x1024_cpu2_busylink_glibc.runs.json \\
         results/simulate/replay_malloc_mlp8x1024_cpu2 --rounds 3 --sets 2
 
 writes ``OUT.json`` (every replay) and ``OUT.md`` (the table). Run it on an idle machine.
@@ -22,11 +22,10 @@ import sys
 import time
 from pathlib import Path
 
-from paper_repro.distributed.config import CPU_MALLOC_ENV
 from paper_repro.simulate.calibrate import measure
 from paper_repro.simulate.costs import fresh_share, schedule_costs
-from paper_repro.simulate.replay import replay
-from paper_repro.simulate.validate import in_situ_times, machine_note, record_job
+from .replay import CPU_MALLOC_ENV, replay
+from .validate import in_situ_times, machine_note, record_job
 
 ALLOCATORS = {"glibc": {}, "keep-freed": dict(CPU_MALLOC_ENV)}
 
@@ -73,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
              f"rounds, then the median over {args.sets} alternations of glibc's default malloc and keep-freed "
              f"({', '.join(f'{k}={v}' for k, v in CPU_MALLOC_ENV.items())}). Calibration: the per-block costs "
              f"(best of 10, one process) summed over the stage. Measured on {before} ({time.time() - t0:.0f} s). "
-             f"Made with `{' '.join(['.venv/bin/python', 'tools/replay_malloc.py', *sys.argv[1:]])}`.", "",
+             f"Made with `{' '.join(['.venv/bin/python', '-m', 'research.simulator_validation.replay_malloc', *sys.argv[1:]])}`.", "",
              "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in rows:
         lines.append("| " + " | ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in row.values()) + " |")

@@ -23,7 +23,7 @@ from the stage emulated before is collected first. The second step is measured:
 
 No torch metadata inference runs here, so that term is left out of the prediction.
 
-    python tools/gpu_memory_check.py --model resnet34 --image-size 224 --num-classes 1000 \\
+    python -m research.simulator_validation.gpu_memory_check --model resnet34 --image-size 224 --num-classes 1000 \\
         --stages 4 --micro-batch 8 --device cuda --out results/simulate/gpu_memory_check.md
 """
 from __future__ import annotations
@@ -37,13 +37,13 @@ from pathlib import Path
 
 import torch
 
-from .. import methods
-from ..build import make_optimizer
-from ..distributed import PipelineConfig, build_learner, data_spec, synthetic_batches
-from ..distributed.baselines import StageModule
-from ..distributed.memory import SavedTensorMeter, saved_bytes_of
-from .memory import MetaNet, stage_memory
-from .schedules import torch_order
+from paper_repro import methods
+from paper_repro.build import make_optimizer
+from paper_repro.distributed import PipelineConfig, build_learner, data_spec, synthetic_batches
+from paper_repro.distributed.baselines import StageModule
+from paper_repro.distributed.memory import SavedTensorMeter, saved_bytes_of
+from paper_repro.simulate.memory import MetaNet, stage_memory
+from paper_repro.simulate.schedules import torch_order
 
 CHECKED = ("local", "gpipe", "1f1b", "1f1b-recompute", "gpipe-recompute")
 

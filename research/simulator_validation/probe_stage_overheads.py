@@ -12,7 +12,7 @@ suspects, each measured in isolation (medians of ``--rounds`` rounds):
 3. Waking from a blocking receive: the same work right after computing, after a blocking receive
    of 5 and 20 ms, and after sleeping 5 ms; the peer either idle or computing.
 
-    .venv/bin/python tools/probe_stage_overheads.py --out results/simulate/stage_overhead_probes
+    .venv/bin/python -m research.simulator_validation.probe_stage_overheads --out results/simulate/stage_overhead_probes
 
 writes ``OUT.md``. Run it on an idle machine.
 """
@@ -34,8 +34,8 @@ import torch.multiprocessing as mp
 from paper_repro.build import make_optimizer
 from paper_repro.distributed import PipelineConfig, build_learner, data_spec, synthetic_batches
 from paper_repro.distributed.baselines import StageModule
-from paper_repro.simulate.linkcal import _free_port
-from paper_repro.simulate.validate import machine_note
+from .linkcal import _free_port
+from .validate import machine_note
 
 MLP = dict(model="mlp", model_kwargs={"depth": 8, "width": 1024}, image_size=32, optimizer="adam")
 
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     lines = ["# Where a pipeline stage's extra compute time does not come from", "",
              f"Medians; measured on {before} ({time.time() - t0:.0f} s). Made with "
-             f"`{' '.join(['.venv/bin/python', 'tools/probe_stage_overheads.py', *sys.argv[1:]])}`.", ""]
+             f"`{' '.join(['.venv/bin/python', '-m', 'research.simulator_validation.probe_stage_overheads', *sys.argv[1:]])}`.", ""]
     for title, values in probes.items():
         lines += [f"## {title}", "", "| condition | median |", "|---|---|"]
         lines += [f"| {k} | {v:.2f} |" for k, v in values.items()] + [""]

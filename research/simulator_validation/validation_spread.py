@@ -6,7 +6,7 @@ independent calibrations, one after the other, each with the link of the table's
 reports per calibration how many ratios to 1F1B fall within 15%, and per ratio the range of the
 simulated values beside the measured one.
 
-    .venv/bin/python tools/validation_spread.py --calibrations 3 --out results/simulate/validation_spread \\
+    .venv/bin/python -m research.simulator_validation.validation_spread --calibrations 3 --out results/simulate/validation_spread \\
         results/simulate/validation_resnet18w16_cpu2_busylink_glibc.runs.json ...
 
 writes ``OUT.md`` and ``OUT.csv``. Run it on an idle machine.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from paper_repro.simulate.validate import TOLERANCE, against, machine_note, table_link
+from .validate import TOLERANCE, against, machine_note, table_link
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
              f"The stored real runs of each table, simulated with {args.calibrations} independent per-block "
              f"calibrations (best of {args.reps} rounds each) made one after the other on {before}, each with the "
              f"link of the table's own note ({time.time() - t0:.0f} s in all). Made with "
-             f"`{' '.join(['.venv/bin/python', 'tools/validation_spread.py', *sys.argv[1:]])}`.", "",
+             f"`{' '.join(['.venv/bin/python', '-m', 'research.simulator_validation.validation_spread', *sys.argv[1:]])}`.", "",
              f"## Ratios to 1F1B within {TOLERANCE:.0%}, per calibration", "",
              "| table | calibration | within | of | median error |", "|---|---|---|---|---|"]
     for (table, k), c in counts.iterrows():

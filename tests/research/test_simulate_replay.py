@@ -5,8 +5,8 @@ import warnings
 import pytest
 
 from paper_repro.distributed import PipelineConfig
-from paper_repro.distributed.config import CPU_MALLOC_ENV
-from paper_repro.simulate import replay as rp
+from research.simulator_validation import replay as rp
+from research.simulator_validation.replay import CPU_MALLOC_ENV
 from paper_repro.simulate.engine import Costs
 
 TINY = dict(model="mlp", model_kwargs={"depth": 4, "width": 16}, image_size=4)
@@ -82,7 +82,7 @@ def test_malloc_settings_apply_inside_and_are_restored(monkeypatch):
 
 
 def test_in_situ_times_split_each_stages_measured_phases_as_the_calibration_does():
-    from paper_repro.simulate.validate import against, in_situ_times
+    from research.simulator_validation.validate import against, in_situ_times
     calibrated = Costs([1.0, 1.0], [1.0, 0.0], [1.0, 2.0], [0.1, 0.1], [64.0])    # F 1, B 2 on both
     record = {"steps": 2, "micro_batches": 4, "optimizer_steps_per_step": 4,
               "per_stage": str([{"phases_s": {"forward_backward": 8 * 3.0, "optimizer": 8 * 0.5}},

@@ -27,8 +27,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from ..distributed.timing import synchronize
-from .engine import Link
+from paper_repro.distributed.timing import synchronize
+from paper_repro.simulate.engine import Link
 
 COMPUTE_S = 0.01     # about one micro-batch's work per stage in this project's CPU benchmarks
 

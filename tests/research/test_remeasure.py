@@ -2,7 +2,7 @@
 import pandas as pd
 import pytest
 
-from paper_repro.simulate.remeasure import agreement, compute_vs_1f1b, measurement_files, summary
+from research.simulator_validation.remeasure import agreement, compute_vs_1f1b, measurement_files, summary
 
 
 def _table(local_runs, simulated_local):
@@ -118,7 +118,7 @@ def test_plot_validation_draws_one_panel_per_table_and_counts_the_band():
 
 
 def test_recorded_counts_read_each_measurements_own_table(tmp_path):
-    from paper_repro.simulate.remeasure import recorded_counts
+    from research.simulator_validation.remeasure import recorded_counts
 
     def table(name, within):
         (tmp_path / f"{name}.runs.json").write_text("[]")

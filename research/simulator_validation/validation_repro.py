@@ -1,12 +1,12 @@
 """Is the simulator farther from a measurement than another measurement of the same runs is?
 
 Each validation table (``results/simulate/validation_*.runs.json``) was measured again from
-scratch by ``tools/validation_sets.sh`` (``..._set2``, ``..._set3``). This simulates every
+scratch by ``research/simulator_validation/validation_sets.sh`` (``..._set2``, ``..._set3``). This simulates every
 measurement with a fresh per-block calibration (best of ``--reps`` rounds, the link of the
 measurement's own note) and compares, per ratio to 1F1B, the measurements with each other and
-with the simulations (:func:`paper_repro.simulate.remeasure.agreement`).
+with the simulations (:func:`research.simulator_validation.remeasure.agreement`).
 
-    .venv/bin/python tools/validation_repro.py --out results/simulate/validation_repro \\
+    .venv/bin/python -m research.simulator_validation.validation_repro --out results/simulate/validation_repro \\
         results/simulate/validation_resnet18w16_cpu2_busylink_glibc ...
 
 (each argument: a table's path without ``.runs.json``; its ``_set*`` siblings are found) writes
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from paper_repro.simulate.remeasure import agreement, measurement_files, summary
-from paper_repro.simulate.validate import TOLERANCE, against, machine_note, table_link
+from .remeasure import agreement, measurement_files, summary
+from .validate import TOLERANCE, against, machine_note, table_link
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         paths = measurement_files(base)
         if len(paths) < 2:
             raise SystemExit(f"error: {base}: found {len(paths)} measurement(s), need 2 or more "
-                             "(run tools/validation_sets.sh)")
+                             "(run research/simulator_validation/validation_sets.sh)")
         tables = {}
         for k, path in enumerate(paths, 1):
             tables[f"m{k}"] = against(json.loads(path.read_text()), reps=args.reps, link=table_link(path),
@@ -58,11 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         "# Measured again: how far apart are two measurements, and how far is the simulator?", "",
         f"Every real run of each validation table was measured again from scratch "
-        f"(`tools/validation_sets.sh`: fresh processes at another time, 5 interleaved repeats each). Every "
+        f"(`research/simulator_validation/validation_sets.sh`: fresh processes at another time, 5 interleaved repeats each). Every "
         f"measurement m1, m2, ... is simulated with its own fresh per-block calibration (best of {args.reps} "
         f"rounds, the link of its own note), made one after the other on {before} "
         f"({time.time() - t0:.0f} s). Made with "
-        f"`{' '.join(['.venv/bin/python', 'tools/validation_repro.py', *sys.argv[1:]])}`.", "",
+        f"`{' '.join(['.venv/bin/python', '-m', 'research.simulator_validation.validation_repro', *sys.argv[1:]])}`.", "",
         *(["**In situ**: every measurement is simulated with the forward+backward and optimizer durations its own "
            "stages measured, so the simulations are not predictions; they check the schedule engine and the "
            "link model on every measurement.", ""] if args.in_situ else []),

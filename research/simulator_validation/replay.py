@@ -40,14 +40,21 @@ from dataclasses import dataclass
 import torch
 import torch.multiprocessing as mp
 
-from ..build import make_optimizer
-from ..distributed import PipelineConfig, build_learner, data_spec, synthetic_batches
-from ..distributed.baselines import StageModule
-from ..distributed.config import CPU_MALLOC_ENV
-from ..distributed.memory import SavedTensorMeter
-from ..distributed.timing import synchronize
-from .engine import Costs
-from .schedules import LOCAL_SCHEDULES, base_schedule, torch_order
+from paper_repro.build import make_optimizer
+from paper_repro.distributed import PipelineConfig, build_learner, data_spec, synthetic_batches
+from paper_repro.distributed.baselines import StageModule
+from paper_repro.distributed.memory import SavedTensorMeter
+from paper_repro.distributed.timing import synchronize
+from paper_repro.simulate.engine import Costs
+from paper_repro.simulate.schedules import LOCAL_SCHEDULES, base_schedule, torch_order
+
+# glibc malloc settings that keep freed memory in a CPU stage process, as jemalloc or tcmalloc do
+# (which ``torch.backends.xeon.run_cpu`` preloads for the same reason): mmap only above 32 MiB
+# (glibc's maximum), never trim, grow the heap 512 MiB at a time. By default glibc hands large
+# freed blocks back to the operating system and page-faults them in again later. glibc reads
+# them from the environment, so a stage process started with them set runs with them.
+CPU_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "17179869184",
+                  "MALLOC_TOP_PAD_": "536870912"}
 
 BARRIER_TIMEOUT = 600.0     # seconds a stage process waits for the others between replays
 

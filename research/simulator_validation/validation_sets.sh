@@ -4,18 +4,18 @@
 # each measured again from scratch (fresh processes, 5 interleaved repeats, same-session
 # calibration and link) as results/simulate/validation_<model>_cpu2_busylink_<allocator>_set<K>.
 # Comparing the sets says how well the measured ratios to 1F1B reproduce from one measurement
-# to the next (tools/validation_repro.py). Run it on an otherwise idle machine.
+# to the next (research/simulator_validation/validation_repro.py). Run it on an otherwise idle machine.
 #
-#   tools/validation_sets.sh 2 3     # sets 2 and 3; a table whose .runs.json exists is skipped,
+#   research/simulator_validation/validation_sets.sh 2 3     # sets 2 and 3; a table whose .runs.json exists is skipped,
 #                                    # so an interrupted call resumes where it stopped
 #
 # Set 1 is the table itself (no suffix). TABLES picks the tables (default "resnet mlp"; also
 # "mlp-large": the MLP at micro-batch 128 and 256, where its stages are compute-bound), ALLOCATORS
 # the allocators (default "glibc keep-freed"):
 #
-#   TABLES=mlp-large ALLOCATORS=glibc tools/validation_sets.sh 1 2 3
+#   TABLES=mlp-large ALLOCATORS=glibc research/simulator_validation/validation_sets.sh 1 2 3
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PY=${PYTHON:-.venv/bin/python}
 export OMP_NUM_THREADS=1
 OUT=results/simulate
@@ -26,15 +26,17 @@ MLP=(--model mlp --model-kwargs '{"depth": 8, "width": 1024}' --micro-batch 16,3
 MLP_LARGE=(--model mlp --model-kwargs '{"depth": 8, "width": 1024}' --micro-batch 128,256)
 TABLES=${TABLES:-resnet mlp}
 ALLOCATORS=${ALLOCATORS:-glibc keep-freed}
+# keep-freed: glibc keeps freed memory in the process (CPU_MALLOC_ENV in replay.py)
+KEEP_FREED=(MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=17179869184 MALLOC_TOP_PAD_=536870912)
 
 table() {  # table NAME ALLOCATOR ARGS...
     local name=$1 alloc=$2; shift 2
     if [[ -e "$OUT/$name.runs.json" ]]; then echo "skip $name (done)"; return; fi
     echo "== $name ($(date -u +%H:%M:%S)) =="
     if [[ "$alloc" == keep-freed ]]; then
-        PAPER_REPRO_MALLOC=keep-freed "$PY" -m paper_repro.cli simulate "$@" "${COMMON[@]}" --validate "$OUT/$name"
+        env "${KEEP_FREED[@]}" "$PY" -m research.simulator_validation.validate "$@" "${COMMON[@]}" --validate "$OUT/$name"
     else
-        "$PY" -m paper_repro.cli simulate "$@" "${COMMON[@]}" --validate "$OUT/$name"
+        "$PY" -m research.simulator_validation.validate "$@" "${COMMON[@]}" --validate "$OUT/$name"
     fi
 }
 

@@ -4,7 +4,7 @@ again), against writing the same pages once they are mapped. With the fault coun
 ``bench pipeline`` records per stage (``minor_page_faults_per_stage``) this bounds how much of a
 schedule's time its page faults can explain.
 
-    .venv/bin/python tools/page_fault_cost.py --out results/pipeline/page_fault_cost
+    .venv/bin/python -m research.simulator_validation.page_fault_cost --out results/pipeline/page_fault_cost
 
 writes ``OUT.md``. Run it on an otherwise idle machine.
 """
@@ -17,7 +17,12 @@ import statistics
 import time
 from pathlib import Path
 
-from paper_repro.distributed.local import minor_page_faults
+import resource
+
+
+def minor_page_faults() -> int:
+    """Minor page faults of this process so far: pages the kernel had to map in."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def first_touch(size: int) -> tuple[float, int, float]:
@@ -49,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
              f"{platform.machine()}, {platform.system()} {platform.release()}, one process, page size "
              f"{mmap.PAGESIZE} bytes; {args.rounds} rounds per size. Per fault: (time of the first write to each "
              "page - time of writing the same pages again) / faults counted. Made with "
-             f"`.venv/bin/python tools/page_fault_cost.py --sizes-mb {args.sizes_mb} --rounds {args.rounds} "
+             f"`.venv/bin/python -m research.simulator_validation.page_fault_cost --sizes-mb {args.sizes_mb} --rounds {args.rounds} "
              f"--out {args.out}`.", "",
              "| buffer | faults per round | us per fault, median [min-max] |", "|---|---|---|"]
     for mb in (int(v) for v in args.sizes_mb.split(",")):
