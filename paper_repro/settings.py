@@ -83,9 +83,9 @@ _GRIDS = {
         model_kwargs=dict(depth=10, width=256), data_kwargs=dict(max_test=2000, image_size=8),
         methods=["backprop", "greedy", "chunked-3", "chunked-2", "overlapping"],
         batch_sizes=[32, 128, 512, 1024, 2048, 4096, 8192, 16384],
-        lrs=[3e-4, 1e-3, 3e-3, 1e-2], seeds=[0, 1], steps=20000, examples=500_000, min_steps=200,
-        eval_every_examples=4096, train_eval_examples=2000, stop_loss=1.6, stop_overshoot=0.25,
-        eval_examples=2000,
+        lrs=[3e-4, 1e-3, 3e-3, 1e-2], extra_lrs={32: [1e-4], 128: [1e-4]}, seeds=[0, 1], steps=20000,
+        examples=500_000, min_steps=200, eval_every_examples=4096, train_eval_examples=2000, stop_loss=1.6,
+        stop_overshoot=0.25, eval_examples=2000,
         description="10x256 MLP on the full CIFAR-10 training set at 8x8 px (192 inputs); each run stops 25% "
                     "past training-subset loss 1.6 (in examples) or at its step cap"),
     ("transformer", "cpu"): dict(
@@ -320,7 +320,7 @@ _SCALING_COMMON = dict(
     gantt_schedules=["local", "1f1b", "zbv"], gantt_micro_batches=8,
     micro_batch=8, ratio_stages={"resnet": [2, 4, 8, 16], "transformer": [2, 4, 8, 16, 32, 64]},
     micro_batch_sweep_stages={"resnet": 4, "transformer": 8},
-    # the simulator against real 2-process runs, each measured 3-5 times (tools/validation_repro.py):
+    # the simulator against real 2-process runs, each measured 3-5 times (research/simulator_validation/validation_repro.py):
     # micro-batches 8-64, then the MLP at 128 and 256
     validation=["validation_repro.csv", "validation_repro_mb128.csv"],
 )

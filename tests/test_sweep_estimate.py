@@ -1,4 +1,6 @@
 """The time estimate of a grid from a pilot's records."""
+import json
+
 import pandas as pd
 import pytest
 
@@ -52,3 +54,22 @@ def test_cost_line_gives_each_methods_critical_path_ratio():
     for m in ("greedy", "chunked-2"):
         assert f"{m} {counted['backprop'] / counted[m]:.2f}x" in line
     assert counted["backprop"] / counted["greedy"] > counted["backprop"] / counted["chunked-2"] > 1
+
+
+def test_extra_learning_rates_at_some_batch_sizes():
+    grid = sweep.Grid(name="g", model="mlp", dataset="digits", methods=["backprop"], batch_sizes=[16, 64],
+                      lrs=[1e-3, 3e-3], steps=5, extra_lrs={16: [3e-4]})
+    grid.validate()
+    pairs = [(p["config"]["batch_size"], p["config"]["lr"]) for p in grid.points()]
+    assert pairs == [(16, 1e-3), (16, 3e-3), (16, 3e-4), (64, 1e-3), (64, 3e-3)]
+    # through JSON (keys become strings) the grid and its points are the same
+    again = sweep.Grid.from_dict(json.loads(json.dumps(grid.to_dict())))
+    assert [p["point_id"] for p in again.points()] == [p["point_id"] for p in grid.points()]
+    # a grid without extra learning rates keeps its point ids
+    plain = sweep.Grid(name="g", model="mlp", dataset="digits", methods=["backprop"], batch_sizes=[16, 64],
+                       lrs=[1e-3, 3e-3], steps=5)
+    assert {p["point_id"] for p in plain.points()} < {p["point_id"] for p in grid.points()}
+    for bad, word in (({32: [1e-4]}, "not in batch_sizes"), ({16: [1e-3]}, "not in lrs"), ([1e-4], "dict")):
+        with pytest.raises(ValueError, match=word):
+            sweep.Grid(name="g", model="mlp", dataset="digits", methods=["backprop"], batch_sizes=[16],
+                       lrs=[1e-3], extra_lrs=bad).validate()

@@ -50,6 +50,7 @@ class Grid:
     train_eval_examples: int | None = None  # size of that fixed training subset
     stop_loss: float | None = None          # stop a point at this training-subset loss
     stop_overshoot: float = 0.0             # ... after this fraction more examples
+    extra_lrs: dict = field(default_factory=dict)  # {batch size: [learning rates]} beyond ``lrs``
     description: str = ""
 
     def validate(self) -> None:
@@ -61,6 +62,14 @@ class Grid:
                 raise ValueError(f"grid {key} must be a non-empty list, got {values!r}")
             if len(set(map(str, values))) != len(values):
                 raise ValueError(f"grid {key} has repeated values: {values!r}")
+        if not isinstance(self.extra_lrs, dict):
+            raise ValueError(f"grid extra_lrs must be a dict {{batch size: [learning rates]}}, got {self.extra_lrs!r}")
+        for b, lrs in self.extra_lrs.items():
+            if int(b) not in self.batch_sizes:
+                raise ValueError(f"grid extra_lrs names batch size {b!r}, which is not in batch_sizes {self.batch_sizes}")
+            if not isinstance(lrs, (list, tuple)) or not lrs or set(map(float, lrs)) & set(map(float, self.lrs)):
+                raise ValueError(f"grid extra_lrs[{b}] must be a non-empty list of learning rates not in lrs, "
+                                 f"got {lrs!r}")
         for b in self.batch_sizes:
             if not isinstance(b, int) or b < 1 or b & (b - 1):
                 raise ValueError(f"batch sizes must be powers of 2, got {b!r} in {self.batch_sizes}")
@@ -70,6 +79,11 @@ class Grid:
                 raise ValueError(f"grid {key} must be a positive integer, got {value!r}")
         for p in self.points():
             train.TrainConfig(**p["config"]).validate()
+
+    def lrs_for(self, batch_size: int) -> list:
+        """The learning rates swept at ``batch_size``: ``lrs``, then its ``extra_lrs``."""
+        extra = self.extra_lrs.get(batch_size, self.extra_lrs.get(str(batch_size), []))
+        return list(self.lrs) + list(extra)
 
     def steps_for(self, batch_size: int) -> int:
         if self.examples is None:
@@ -83,7 +97,7 @@ class Grid:
         for seed in self.seeds:  # seed-major: an unfinished sweep has every method at its first seeds
             for method in self.methods:
                 for batch in self.batch_sizes:
-                    for lr in self.lrs:
+                    for lr in self.lrs_for(batch):
                         config = dict(model=self.model, method=method, dataset=self.dataset,
                                       steps=self.steps_for(batch), batch_size=batch, lr=float(lr),
                                       optimizer=self.optimizer, seed=seed, eval_every=self.eval_every,
@@ -160,7 +174,7 @@ def grid_flops(grid: Grid, input_shape: tuple, num_classes: int) -> dict:
     per_method, critical = {}, {}
     for method in grid.methods:
         c = cost.step_cost(methods.build(net_fn(), method), x, y)
-        examples = sum(grid.steps_for(b) * b for b in grid.batch_sizes) * len(grid.lrs) * len(grid.seeds)
+        examples = sum(grid.steps_for(b) * b * len(grid.lrs_for(b)) for b in grid.batch_sizes) * len(grid.seeds)
         per_method[method] = examples * c.total_flops
         critical[method] = c.critical_path_flops
     return {"flops": sum(per_method.values()), "per_method": per_method, "critical_path": critical}
@@ -186,7 +200,8 @@ def cost_line(grid: Grid, pending: int | None = None) -> str:
     shape, classes = example_shape(grid)
     counted = grid_flops(grid, shape, classes)
     flops = counted["flops"]
-    examples = sum(grid.steps_for(b) * b for b in grid.batch_sizes) * len(grid.lrs) * len(grid.seeds) * len(grid.methods)
+    examples = (sum(grid.steps_for(b) * b * len(grid.lrs_for(b)) for b in grid.batch_sizes)
+                * len(grid.seeds) * len(grid.methods))
     n = len(grid.points())
     bound = "at most " if grid.stop_loss is not None else ""
     todo = f", {pending} pending" if pending is not None else ""
