@@ -167,14 +167,14 @@ plots.save_figure(fig, f"08_paper_setting_gpu_{profile}", figures_dir);
 # ## How far to trust the simulated times
 # The simulator was checked against real pipelines that this machine can run: 2 processes on its
 # 2-core CPU, a width-16 ResNet-18 and an 8x1024 MLP, glibc's allocator and one that keeps freed
-# memory, every run measured again from scratch (`tools/validation_sets.sh`,
-# `tools/validation_repro.py`): six times at micro-batches 8-64, five times for the MLP at 128
+# memory, every run measured again from scratch (`research/simulator_validation/validation_sets.sh`,
+# `validation_repro.py` there; research/README.md): six times at micro-batches 8-64, five times for the MLP at 128
 # and 256. Each point is one schedule's throughput ratio to 1F1B: across, the measurements pooled
 # (the bar spans the single measurements); up, the simulation (median, the bar spans the
 # calibrations); grey, within 15%. The ResNet points sit in the band except GPipe with glibc's
 # allocator. The MLP's measurements at micro-batches 16-64 scatter by up to 1.8x from one to the
 # next; at 128 and 256 they reproduce, and the simulator still makes GPipe too fast at 256 and the
-# local pipeline somewhat slow against 1F1B (docs/simulate.md says where the error is).
+# local pipeline somewhat slow against 1F1B (research/README.md says where the error is).
 
 # %%
 validation = pd.concat([pd.read_csv(Path(calibration_dir) / name) for name in settings["validation"]],

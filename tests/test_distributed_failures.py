@@ -21,6 +21,7 @@ from paper_repro.distributed import comm
 from paper_repro.distributed.bench import run_pipeline
 from paper_repro.distributed.comm import EXIT_FAILED, EXIT_PEER_FAILED
 from paper_repro.distributed.launch import PipelineError
+from paper_repro.distributed.local import TEST_FAULT_ENV
 from paper_repro.distributed import PipelineConfig
 
 TINY = dict(model="mlp", model_kwargs={"depth": 4, "width": 16}, image_size=4, micro_batch=2, micro_batches=4,
@@ -28,9 +29,10 @@ TINY = dict(model="mlp", model_kwargs={"depth": 4, "width": 16}, image_size=4, m
 
 
 def _fail(stages, fault, launch_kwargs=(), **kw):
-    cfg = PipelineConfig(schedule="local", stages=stages, fault=fault, **{**TINY, **kw})
+    cfg = PipelineConfig(schedule="local", stages=stages, **{**TINY, **kw})
     t0 = time.monotonic()
-    with pytest.raises(PipelineError) as info:
+    with pytest.MonkeyPatch.context() as mp, pytest.raises(PipelineError) as info:
+        mp.setenv(TEST_FAULT_ENV, fault)      # the stage processes inherit it
         run_pipeline(cfg, timeout=120, progress=False, **dict(launch_kwargs))
     return info.value, time.monotonic() - t0
 
@@ -48,7 +50,7 @@ def test_a_stage_that_raises_stops_the_others_within_60s(stages):
 
 
 @pytest.mark.parametrize("stages,via", [(2, "cli"), (3, "api")])
-def test_a_killed_stage_stops_the_others_within_60s(stages, via, capsys):
+def test_a_killed_stage_stops_the_others_within_60s(stages, via, capsys, monkeypatch):
     others = [r for r in range(stages) if r != 1]
     if via == "api":
         err, seconds = _fail(stages, "kill@1:2")
@@ -56,10 +58,11 @@ def test_a_killed_stage_stops_the_others_within_60s(stages, via, capsys):
         assert err.exit_codes[1] == -9 and all(err.exit_codes[r] == EXIT_PEER_FAILED for r in others)
         message, logs = str(err), err.logs
     else:  # paper-repro bench pipeline: exit status 1, the launcher's message on stderr
+        monkeypatch.setenv(TEST_FAULT_ENV, "kill@1:2")
         t0 = time.monotonic()
         code = cli.main(["bench", "pipeline", "--stages", str(stages), "--model", "mlp", "--model-kwargs",
                            '{"depth": 4, "width": 16}', "--image-size", "4", "--micro-batch", "2",
-                           "--micro-batches", "4", "--steps", "2", "--fault", "kill@1:2",
+                           "--micro-batches", "4", "--steps", "2",
                            "--launch-timeout", "120", "--no-progress"])
         seconds = time.monotonic() - t0
         assert code == 1
@@ -199,7 +202,6 @@ def test_cuda_stages_need_a_gpu_each_before_any_process_starts(monkeypatch):
     (dict(schedule="ddp", micro_batches=3), "must be a multiple of stages"),
     (dict(stages=9), "stages=9 is more than the 4 local modules"),
     (dict(split=[0]), "split must list 1 increasing module indices"),
-    (dict(fault="explode@1:2"), "unknown fault mode 'explode'"),
     (dict(dtype="int8"), "unknown dtype 'int8'"),
     (dict(init_timeout=0), "init_timeout must be a positive number of seconds, got 0"),
 ])

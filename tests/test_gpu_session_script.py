@@ -49,6 +49,7 @@ def parse_then_stop(self, argv=None, namespace=None):
     raise SystemExit(0)
 argparse.ArgumentParser.parse_args = parse_then_stop
 if args[0] == "-m":
+    sys.path.insert(0, os.getcwd())                      # as python -m puts the working directory first
     sys.argv = [args[1]] + args[2:]
     runpy.run_module(args[1], run_name="__main__", alter_sys=True)
 else:
@@ -93,7 +94,7 @@ def test_every_step_parses_with_the_real_programs_and_one_failure_does_not_stop_
     assert failed == {"calibrate"} and ran["calibrate"] == 3, {s: packed.get(f"{s}.log") for s in failed}
     assert rc == 1                                           # the number of failed steps
     assert all(f"{s}.log" in packed for s in ran)
-    validate = next(c for c in commands if c[:3] == ["-m", "paper_repro", "simulate"])
+    validate = next(c for c in commands if c[:2] == ["-m", "research.simulator_validation.validate"])
     assert validate[validate.index("--device") + 1] == "cuda" and "--validate" in validate
     assert "7 tests collected" in packed["cuda_tests.log"], packed["cuda_tests.log"]
 
@@ -102,4 +103,4 @@ def test_one_gpu_skips_the_pipeline_validation(tmp_path):
     rc, commands, packed = run_script(tmp_path, gpus=1, parse=False)
     assert rc == 0
     assert "validate_cuda" not in steps(packed) and "notebook08_full" in steps(packed)
-    assert not any(c[:3] == ["-m", "paper_repro", "simulate"] for c in commands)
+    assert not any(c[:2] == ["-m", "research.simulator_validation.validate"] for c in commands)

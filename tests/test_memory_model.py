@@ -1,5 +1,6 @@
 """Meta-device memory accounting against real measurements: the saved-tensor meter on CPU
-tensors, real multi-process pipelines (fresh and committed runs), and the device check tool."""
+tensors, real multi-process pipelines (fresh and committed runs). The device check tool's tests:
+tests/research/test_memcheck.py."""
 import json
 from pathlib import Path
 
@@ -10,7 +11,6 @@ from paper_repro import methods
 from paper_repro.distributed.bench import run_pipeline
 from paper_repro.distributed.memory import SavedTensorMeter
 from paper_repro.distributed import PipelineConfig, build_learner, data_spec
-from paper_repro.simulate import memcheck
 from paper_repro.simulate.memory import MetaNet, stage_memory
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,34 +96,6 @@ def test_paper_scale_memory_orders_schedules_as_expected():
     one = {s: meta.piece(cut[s], 16, head=s == 3, input_grad=s > 0) for s in (1, 2)}
     assert peak["1f1b"][1]["saved_for_backward"] == 3 * one[1].saved_in + one[1].shared
     assert peak["1f1b"][2]["saved_for_backward"] == 2 * one[2].saved_in + one[2].shared
-
-
-def test_device_check_runs_on_cpu_and_matches(tmp_path):
-    out = tmp_path / "check.md"
-    rc = memcheck.main(["--device", "cpu", "--model", "resnet18", "--model-kwargs", '{"width": 4}', "--image-size", "8",
-                        "--stages", "2", "--micro-batch", "4", "--micro-batches", "4", "--out", str(out)])
-    assert rc == 0
-    rows = memcheck.read_table(out)
-    assert len(rows) == 2 * len(memcheck.CHECKED)
-    assert all(row["saved_ratio"] == 1.0 for row in rows)     # predicted / measured
-    assert all(row["cuda_measured"] is None for row in rows) and memcheck.worst_stage(rows) == []
-    assert "needs the most" not in out.read_text()
-    assert memcheck.main(["--device", "cpu", "--schedule", "zbv"]) == 2
-
-
-def test_the_committed_gpu_checks_read_back_and_their_worst_stages_are_the_largest_rows():
-    from pathlib import Path
-    tables = sorted((Path(__file__).resolve().parents[1] / "results/simulate").glob("gpu_memory_check_*.md"))
-    assert tables, "the H200 memory checks are committed"
-    for path in tables:
-        rows = memcheck.read_table(path)
-        assert len(rows) == len({r["stage"] for r in rows}) * len(memcheck.CHECKED)
-        assert all(r["saved_ratio"] == 1.0 for r in rows)
-        for w in memcheck.worst_stage(rows):
-            mine = [r for r in rows if r["schedule"] == w["schedule"]]
-            assert w["measured"] == max(r["cuda_measured"] for r in mine)
-            assert w["predicted"] == max(r["peak_predicted"] for r in mine)
-            assert w["ratio"] == w["predicted"] / w["measured"]
 
 
 def test_live_bytes_counts_new_storages_until_the_program_drops_them():

@@ -2,12 +2,9 @@
 import argparse
 import dataclasses
 import json
-import math
 from pathlib import Path
 
-import pandas as pd
 import pytest
-import torch
 
 from paper_repro import cli, cliargs, distributed
 from paper_repro.cli import main

@@ -16,12 +16,12 @@
 * :mod:`.torchrun`  ``torchrun`` for several nodes, ending a failed rendezvous or stage in one line
 * :mod:`.bench`     ``paper-repro bench pipeline``; :mod:`.report` tables, targets, figures
 """
-from .config import BALANCES, DEVICES, DTYPES, OPTIMIZERS, SCHEDULES, PipelineConfig, parse_fault
+from .config import BALANCES, DEVICES, DTYPES, OPTIMIZERS, SCHEDULES, PipelineConfig
 from .inputs import build_learner, data_spec, label_info, micro_batches, synthetic_batches
 from .split import BlockInfo, StagePlan, balanced_split, boundary_info, boundary_records, plan_stages
 from .timing import module_times, predicted_comm, time_split
 
-__all__ = ["BALANCES", "DEVICES", "DTYPES", "OPTIMIZERS", "SCHEDULES", "PipelineConfig", "parse_fault",
+__all__ = ["BALANCES", "DEVICES", "DTYPES", "OPTIMIZERS", "SCHEDULES", "PipelineConfig",
            "build_learner", "data_spec", "label_info", "micro_batches", "synthetic_batches",
            "BlockInfo", "StagePlan", "balanced_split", "boundary_info", "boundary_records", "plan_stages",
            "module_times", "predicted_comm", "time_split"]

@@ -163,7 +163,7 @@ def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan
     allreduce_bytes = 0
     window = Window(cfg.warmup_steps)
     for step in range(cfg.warmup_steps + cfg.steps):
-        maybe_fail(cfg, ctx.rank, step * M)
+        maybe_fail(ctx.rank, step * M)
         with meter:
             args, kwargs = [], {}
             if has_first:

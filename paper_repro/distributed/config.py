@@ -1,4 +1,4 @@
-"""What one pipeline run is: :class:`PipelineConfig`, its checks, and the fault-injection syntax.
+"""What one pipeline run is: :class:`PipelineConfig` and its checks.
 
 The model, data and optimizer fields are the shared parts of :mod:`paper_repro.config`
 (``dataset`` defaults to ``"synthetic"`` here: random inputs of the configured shape);
@@ -19,7 +19,6 @@ from ..names import DTYPES as DTYPE_NAMES
 from ..names import RUN_SCHEDULES as SCHEDULES
 
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
-FAULT_MODES = ("raise", "kill", "hang")
 BALANCES = CUTS
 PREFETCH = ("auto", "on", "off")
 
@@ -39,8 +38,7 @@ class PipelineConfig(ModelParts, DataParts, OptimParts):
     ``2S - 1 - r``); ``block_split`` lists the first block of their stages 1..2S-1 (without
     it, the ``balance`` cut of the net's blocks: :func:`.timing.block_split` for ``"time"``).
     A step is ``micro_batches`` micro-batches of ``micro_batch`` samples; the first
-    ``warmup_steps`` steps are not timed. ``fault`` injects a failure for tests:
-    ``"raise@STAGE:MICROBATCH"``, ``"kill@STAGE:MICROBATCH"`` (SIGKILL) or ``"hang@STAGE:MICROBATCH"``.
+    ``warmup_steps`` steps are not timed.
     ``update_every``: the local pipeline's stages step their optimizers every this many
     micro-batches (gradients averaged over them); 1 = after every micro-batch (reported as
     ``local``), ``micro_batches`` = once per step, the pipelined-backprop schedules' optimizer
@@ -79,7 +77,6 @@ class PipelineConfig(ModelParts, DataParts, OptimParts):
     heartbeat_timeout: float = 30.0
     init_timeout: float = 300.0
     save_params: str | None = None
-    fault: str | None = None
     prefetch: str = "auto"          # draw stage 0's inputs ahead in a thread: auto = on GPUs only
 
     @property
@@ -150,7 +147,6 @@ class PipelineConfig(ModelParts, DataParts, OptimParts):
                 raise ValueError(f"{key} must be a positive number of seconds, got {getattr(self, key)!r}")
         if self.threads is not None:
             check_positive_int("threads", self.threads)
-        parse_fault(self.fault)
         return self
 
     def validate_multi_stage(self) -> None:
@@ -171,18 +167,3 @@ class PipelineConfig(ModelParts, DataParts, OptimParts):
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
-
-
-def parse_fault(fault: str | None) -> tuple[str, int, int] | None:
-    """``"raise@1:5"`` -> ("raise", stage 1, micro-batch 5); None -> None."""
-    if fault is None:
-        return None
-    try:
-        mode, where = fault.split("@")
-        stage, at = (int(v) for v in where.split(":"))
-    except ValueError:
-        raise ValueError(f"fault must look like MODE@STAGE:MICROBATCH with MODE in "
-                         f"{', '.join(FAULT_MODES)}, got {fault!r}") from None
-    if mode not in FAULT_MODES:
-        raise ValueError(f"unknown fault mode {mode!r}; valid: {', '.join(FAULT_MODES)}")
-    return mode, stage, at

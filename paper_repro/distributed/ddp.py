@@ -44,7 +44,7 @@ def run_ddp(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec, 
     busy = []
     window = Window(cfg.warmup_steps)
     for step in range(cfg.warmup_steps + cfg.steps):
-        maybe_fail(cfg, ctx.rank, step * M)
+        maybe_fail(ctx.rank, step * M)
         t0 = time.perf_counter()
         for j in range(per_rank):
             x, y = to_device(next(batches), ctx.device)

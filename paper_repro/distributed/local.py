@@ -36,23 +36,31 @@ from torch.nn.parallel import DistributedDataParallel
 
 from ..build import make_optimizer, optimizer_impl  # noqa: F401  (make_optimizer: re-exported)
 from . import comm
-from .config import PipelineConfig, parse_fault
+from .config import PipelineConfig
 from .inputs import label_info, to_device
 from .memory import SavedTensorMeter, peak_memory, state_bytes
 from .replicas import Placement, count_allreduce
 from .stopwatch import Stopwatch
 
 
-def maybe_fail(cfg: PipelineConfig, rank: int, index: int) -> None:
-    """Fault injection for the failure tests: raise, SIGKILL or hang this stage at micro-batch ``index``."""
-    fault = parse_fault(cfg.fault)
-    if fault is None or fault[1] != rank or fault[2] != index:
+# The failure tests make a stage fail with this variable in the stage processes' environment:
+# MODE@STAGE:MICROBATCH, MODE one of raise, kill (SIGKILL) or hang.
+TEST_FAULT_ENV = "PAPER_REPRO_TEST_FAULT"
+
+
+def maybe_fail(rank: int, index: int) -> None:
+    """The failure tests' hook: raise, SIGKILL or hang this stage at micro-batch ``index``."""
+    fault = os.environ.get(TEST_FAULT_ENV)
+    if not fault:
         return
-    if fault[0] == "kill":
+    mode, where = fault.split("@")
+    if [int(v) for v in where.split(":")] != [rank, index]:
+        return
+    if mode == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
-    if fault[0] == "hang":
+    if mode == "hang":
         time.sleep(10 ** 6)
-    raise RuntimeError(f"injected fault at micro-batch {index} (fault={cfg.fault!r})")
+    raise RuntimeError(f"injected fault at micro-batch {index} ({TEST_FAULT_ENV}={fault})")
 
 
 def keep_only(learner, blocks: list[int], modules: list[int]) -> None:
@@ -130,7 +138,7 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
         return mark
 
     for i in range(total):
-        maybe_fail(cfg, ctx.rank, i)
+        maybe_fail(ctx.rank, i)
         if receiver is None:
             with watch.phase("data"):
                 x, y = to_device(next(batches), ctx.device)

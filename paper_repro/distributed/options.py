@@ -77,8 +77,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--save-params", default=None,
                    help="directory: each stage saves its parameters there (on several nodes, give a path "
                         "every node shares: each stage writes on its own node)")
-    p.add_argument("--fault", default=None,
-                   help="inject a failure to test failure handling: raise|kill|hang@STAGE:MICROBATCH")
     p.add_argument("--json", default=None, help="write the results (a list of runs) here")
 
 
@@ -92,7 +90,7 @@ def configs_from_args(args) -> list[PipelineConfig]:
                   dtype=args.dtype, device=args.device, threads=args.threads,
                   max_in_flight=args.max_in_flight, timeout=args.timeout,
                   heartbeat_timeout=args.heartbeat_timeout, init_timeout=args.init_timeout,
-                  save_params=args.save_params, fault=args.fault, prefetch=args.prefetch)
+                  save_params=args.save_params, prefetch=args.prefetch)
     return expand(common, args.schedule, args.micro_batch, args.update_every, getattr(args, "repeats", 1))
 
 

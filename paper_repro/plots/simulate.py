@@ -1,7 +1,7 @@
 """Figures of the pipeline simulator (:mod:`paper_repro.simulate`): Gantt charts of simulated
 steps, peak memory per processor, throughput ratios of local parallelism over pipelined
 backprop (tables from :mod:`paper_repro.simulate.scaling`), and the simulator against repeated
-measurements (:func:`paper_repro.simulate.remeasure.agreement`)."""
+measurements (:func:`research.simulator_validation.remeasure.agreement`)."""
 from __future__ import annotations
 
 import statistics
@@ -11,8 +11,6 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
-
-from ..simulate.engine import Result
 
 GIB = 2 ** 30
 
@@ -97,7 +95,7 @@ def plot_paper_setting(ratios: dict[str, float | list[float]], paper: float, tit
 
 def plot_validation(per_ratio: pd.DataFrame, title: str, tolerance: float = 0.15) -> Figure:
     """Simulated against measured ratios to 1F1B, one panel per validation table (the rows of
-    :func:`paper_repro.simulate.remeasure.agreement` with a ``table`` column): the pooled
+    :func:`research.simulator_validation.remeasure.agreement` with a ``table`` column): the pooled
     measurement with the range of the single measurements, the median simulation with the range
     of the simulations, the diagonal and its +-``tolerance`` band."""
     needed = {"table", "schedule", "measured_pooled", "measured_min", "measured_max", "simulated_median"}
@@ -150,8 +148,8 @@ LABELS = {"F": "forward", "B": "backward", "I": "backward (input gradient)", "W"
           "DATA": "input drawn"}
 
 
-def plot_gantt(results: list[Result], title: str = "", step: int | None = 0, ax_width: float = 11.0) -> Figure:
-    """One panel per result, each processor a row, each action a bar (micro-batch number inside
+def plot_gantt(results: list, title: str = "", step: int | None = 0, ax_width: float = 11.0) -> Figure:
+    """One panel per :class:`paper_repro.simulate.engine.Result` in ``results``, each processor a row, each action a bar (micro-batch number inside
     when there is room). ``step``: draw only that simulated step (None: all of them)."""
     if not results:
         raise ValueError("plot_gantt needs at least one simulation result")

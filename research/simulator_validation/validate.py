@@ -7,6 +7,9 @@ simulator predicts the same run on the same cut. The check is on **throughput ra
 1F1B** (what the paper's claim is about; absolute samples/s move with the machine's load
 more than ratios do) and on the memory each stage holds for backward (meta-device accounting
 vs the runs' saved-tensor meters).
+
+    python -m research.simulator_validation.validate --model resnet18 --model-kwargs '{"width": 16}' \
+        --stages 2 --micro-batch 8,16,32 --repeats 5 --link auto --validate out/validation
 """
 from __future__ import annotations
 

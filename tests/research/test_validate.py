@@ -1,6 +1,5 @@
 """The simulator against real runs (:mod:`research.simulator_validation.validate`): the comparison,
 its command line, the stored runs simulated again, and the link measurement."""
-import argparse
 import dataclasses
 import json
 import math
@@ -68,7 +67,7 @@ def test_validate_writes_the_real_runs_and_simulates_them_again(tmp_path, capsys
     assert first.measured_samples_per_s.tolist() == again.measured_samples_per_s.tolist()
     assert not (tmp_path / "again.runs.json").exists()      # nothing new was run
     assert "v.runs.json" in capsys.readouterr().out
-    assert "Made with `paper-repro simulate --model mlp" in (tmp_path / "again.md").read_text()
+    assert "Made with `python -m research.simulator_validation.validate --model mlp" in (tmp_path / "again.md").read_text()
     # the same runs, simulated with stage costs replayed in each schedule's order
     again_replayed = ["--validate", str(tmp_path / "replayed"), "--validate-against", str(runs), "--replay", "1"]
     assert main([*args, *again_replayed]) == 0
