@@ -43,25 +43,15 @@ import pandas as pd
 from IPython.display import display
 
 from paper_repro import plots
-from paper_repro.distributed import PipelineConfig
 from paper_repro.notebooks import check_parameters, notebook_path
 from paper_repro.settings import scaling_settings
 from paper_repro.simulate import scaling
-from paper_repro.simulate.calibrate import BlockCosts, measure
-from paper_repro.simulate.costs import schedule_costs
-from paper_repro.simulate.engine import simulate
-from paper_repro.simulate.memory import MetaNet
 
 check_parameters(dict(profile=profile, figures_dir=figures_dir, calibration_dir=calibration_dir),
                  dict(profile=str, figures_dir=str, calibration_dir=str))
 figures_dir, calibration_dir = notebook_path(figures_dir), notebook_path(calibration_dir)
 settings = scaling_settings(profile)
-configs = {name: PipelineConfig(**settings[name], micro_batch=settings["micro_batch"], device=settings["device"])
-           for name in ("resnet", "transformer")}
-if settings["calibrations"]:
-    costs = {name: BlockCosts.load(Path(calibration_dir) / file) for name, file in settings["calibrations"].items()}
-else:
-    costs = {name: measure(cfg) for name, cfg in configs.items()}
+configs, costs = scaling.models_and_costs(settings, calibration_dir)
 hardware = costs["resnet"].hardware + f", {costs['resnet'].threads} thread(s) per processor"
 names = {"resnet": "ResNet-34, 224x224", "transformer": "Transformer LM, 64 layers, d=256, 128 tokens"}
 print("per-block costs measured on:", hardware, "|", costs["resnet"].note)
@@ -78,7 +68,7 @@ print("per-block costs measured on:", hardware, "|", costs["resnet"].note)
 # is an implementation detail, left out here.)
 
 # %%
-meta = MetaNet(configs["resnet"])
+meta = scaling.memory_model(configs["resnet"])
 memory = scaling.memory_table(meta, settings["memory_stages"], settings["memory_micro_batches"],
                               settings["memory_schedules"])
 worst = memory.groupby(["stages", "micro_batch", "schedule"]).peak_bytes.max().unstack("schedule") / 2**30
@@ -134,7 +124,7 @@ plots.save_figure(fig, f"08_ratio_vs_micro_batches_{profile}", figures_dir);
 # moves the answer.
 
 # %%
-paper_costs = ([BlockCosts.load(Path(calibration_dir) / file) for file in settings["paper_calibrations"]]
+paper_costs = (scaling.load_costs(calibration_dir, settings["paper_calibrations"])
                if settings["paper_calibrations"] else [costs["resnet"]])
 paper = scaling.paper_setting_ratios(paper_costs, settings)
 display(scaling.spread(paper).round(3))
@@ -153,8 +143,7 @@ plots.save_figure(fig, f"08_paper_setting_{profile}", figures_dir);
 # every micro-batch weigh more than on a CPU.
 
 # %%
-gpu_costs = [BlockCosts.load(Path(calibration_dir) / file).without_input()
-             for file in settings["paper_calibrations_gpu"]]
+gpu_costs = scaling.load_costs(calibration_dir, settings["paper_calibrations_gpu"], without_input=True)
 gpu_paper = scaling.paper_setting_ratios(gpu_costs, settings)
 display(scaling.spread(gpu_paper).round(3))
 fig = plots.simulate.plot_paper_setting(gpu_paper, settings["paper_ratio"],
@@ -192,9 +181,8 @@ plots.save_figure(fig, f"08_validation_{profile}", figures_dir);
 
 # %%
 bc = costs["resnet"].scaled(settings["paper_micro_batch"])
-runs = [simulate(s, schedule_costs(bc, s, 4, balance="time"), settings["gantt_micro_batches"],
-                 settings["paper_micro_batch"])
-        for s in settings["gantt_schedules"]]
+runs = scaling.one_step(bc, settings["gantt_schedules"], 4, settings["gantt_micro_batches"],
+                        settings["paper_micro_batch"])
 fig = plots.simulate.plot_gantt(runs, title=f"{names['resnet']}, 4 processors, one step of "
                                           f"{settings['gantt_micro_batches']} micro-batches (simulated, {hardware})")
 plots.save_figure(fig, f"08_gantt_{profile}", figures_dir);
@@ -208,11 +196,9 @@ plots.save_figure(fig, f"08_gantt_{profile}", figures_dir);
 # charts no processor does two things at once.
 
 # %%
-from paper_repro.simulate.costs import uniform_costs
-
 if profile == "quick":
     for S_, M_ in ((4, 8), (8, 16)):
-        bubble = simulate("gpipe", uniform_costs("gpipe", S_, 1.0, 2.0), M_).bubble_fraction
+        bubble = scaling.gpipe_bubble(S_, M_)
         assert abs(bubble - (S_ - 1) / (M_ + S_ - 1)) < 1e-9, (S_, M_, bubble)
     assert (worst.gpipe >= worst["1f1b"]).all() and (worst["1f1b"] >= worst["1f1b-recompute"]).all(), worst
     assert (worst.local <= 1.01 * worst["1f1b-recompute"]).all(), worst

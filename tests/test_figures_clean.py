@@ -28,8 +28,12 @@ def quick_figure_patterns() -> dict[str, str]:
             pattern = re.sub(r"\\\{[^}]*\\\}", "[a-z0-9]+", re.escape(name))
             out[f"{nb.stem}: {name}"] = pattern + r"\.png"
         # notebooks 01-03 name their figures through paper_repro.studies.Study.figure
-        study = re.search(r"compute_study\(\"([a-z-]+)\"", nb.read_text())
-        for what in re.findall(r"save_figure\(\s*fig,\s*S\.figure\(\"([^\"]+)\"\)", nb.read_text()):
+        # (by name, or by a parameter whose default names it)
+        text = nb.read_text()
+        study = re.search(r"compute_study\((?:\"([a-z-]+)\"|(\w+))", text)
+        if study is not None and study.group(2):
+            study = re.search(rf"^{study.group(2)} = \"([a-z-]+)\"", text, re.M)
+        for what in re.findall(r"save_figure\(\s*fig,\s*S\.figure\(\"([^\"]+)\"\)", text):
             name = f"{nb.stem[:2]}_{study.group(1)}_{what}_quick"
             out[f"{nb.stem}: {name}"] = re.escape(name) + r"\.png"
     return out

@@ -10,8 +10,8 @@ from paper_repro.train import TrainConfig
 
 
 def test_every_study_and_profile_resolves_to_valid_settings():
-    assert set(settings.STUDIES) == {*settings.COMPUTE_STUDIES, "quickstart", *settings.SIMILARITY_STUDIES,
-                                     "pipeline", "scaling"}
+    assert set(settings.STUDIES) == {*settings.COMPUTE_STUDIES, settings.MODULES_STUDY, "quickstart",
+                                     *settings.SIMILARITY_STUDIES, "pipeline", "scaling"}
     for study, profiles in settings.STUDIES.items():
         assert profiles and set(profiles) <= set(settings.PROFILES)
         for profile in profiles:
@@ -19,6 +19,10 @@ def test_every_study_and_profile_resolves_to_valid_settings():
             if study in settings.COMPUTE_STUDIES:
                 assert isinstance(value, sweep.Grid) and profile in value.name
                 value.validate()  # builds and checks every point's TrainConfig
+            elif study == settings.MODULES_STUDY:  # one grid per depth, the depth in its net and name
+                for depth, grid in value.items():
+                    assert grid.model_kwargs["depth"] == depth and profile in grid.name
+                    grid.validate()
             elif study == "quickstart":
                 assert isinstance(value, TrainConfig) and value.model == "mlp"
                 value.validate()
@@ -54,7 +58,7 @@ def test_bad_names_are_clear_errors():
         settings.similarity_settings("nope", "quick")
     with pytest.raises(ValueError, match="study 'resnet-imagenet' has no 'quick' profile; it has: full"):
         settings.compute_grid("resnet-imagenet", "quick")
-    with pytest.raises(ValueError, match="unknown study 'nope'; valid: mlp, transformer"):
+    with pytest.raises(ValueError, match="unknown study 'nope'; valid: mlp, mlp-deep, transformer"):
         settings.get("nope")
     with pytest.raises(ValueError, match="pass data_dir"):
         settings.quickstart_config("cpu")

@@ -7,6 +7,10 @@
   per-block costs.
 * :func:`paper_setting`: those ratios in one setting, with each of several calibrations (how
   much the answer moves when the costs are measured again).
+* :func:`models_and_costs`, :func:`load_costs`, :func:`memory_model`, :func:`one_step`,
+  :func:`gpipe_bubble`: what the notebook needs besides: the two models' configs and per-block
+  costs (cached or measured), the meta-device net, one step of chosen schedules, and the GPipe
+  bubble the closed form predicts is simulated.
 
 The notebook's sizes per profile are :func:`paper_repro.settings.scaling_settings`.
 """
@@ -14,9 +18,12 @@ from __future__ import annotations
 
 import pandas as pd
 
+from pathlib import Path
+
 from .. import methods
-from .calibrate import BlockCosts
-from .costs import fresh_share, pieces, schedule_costs
+from ..distributed import PipelineConfig
+from .calibrate import BlockCosts, measure
+from .costs import fresh_share, pieces, schedule_costs, uniform_costs
 from .engine import Link, simulate
 from .memory import MetaNet, stage_memory
 from .schedules import stages_per_rank
@@ -95,3 +102,39 @@ def paper_setting_ratios(calibrations: list[BlockCosts], s: dict) -> dict[str, l
 def spread(ratios: dict[str, list[float]]) -> pd.DataFrame:
     """Median, min and max of each baseline's ratios (:func:`paper_setting_ratios`)."""
     return pd.DataFrame({b: pd.Series(v).agg(["median", "min", "max"]) for b, v in ratios.items()}).T
+
+
+def models_and_costs(settings: dict, calibration_dir) -> tuple[dict, dict]:
+    """``({name: PipelineConfig}, {name: BlockCosts})`` of the study's two models ("resnet",
+    "transformer"): the costs cached in ``calibration_dir`` when ``settings["calibrations"]``
+    names files, else measured on ``settings["device"]`` now."""
+    configs = {name: PipelineConfig(**settings[name], micro_batch=settings["micro_batch"], device=settings["device"])
+               for name in ("resnet", "transformer")}
+    if settings["calibrations"]:
+        costs = {name: BlockCosts.load(Path(calibration_dir) / file) for name, file in settings["calibrations"].items()}
+    else:
+        costs = {name: measure(cfg) for name, cfg in configs.items()}
+    return configs, costs
+
+
+def load_costs(calibration_dir, files: list[str], without_input: bool = False) -> list[BlockCosts]:
+    """Cached per-block costs; ``without_input``: as if a data loader supplied the input."""
+    costs = [BlockCosts.load(Path(calibration_dir) / file) for file in files]
+    return [c.without_input() for c in costs] if without_input else costs
+
+
+def memory_model(cfg: PipelineConfig) -> MetaNet:
+    """The meta-device net whose bytes :func:`memory_table` counts."""
+    return MetaNet(cfg)
+
+
+def one_step(bc: BlockCosts, schedules: list[str], stages: int, micro_batches: int, micro_batch: int) -> list:
+    """One simulated step of each schedule on a time-balanced cut (for the Gantt charts)."""
+    return [simulate(s, schedule_costs(bc, s, stages, balance="time"), micro_batches, micro_batch)
+            for s in schedules]
+
+
+def gpipe_bubble(stages: int, micro_batches: int) -> float:
+    """The idle share of GPipe on equal stages (forward 1, backward 2), as simulated; the
+    closed form is ``(stages - 1) / (micro_batches + stages - 1)``."""
+    return simulate("gpipe", uniform_costs("gpipe", stages, 1.0, 2.0), micro_batches).bubble_fraction
