@@ -183,7 +183,7 @@ if study == "mlp-deep":
 
 # %% [markdown]
 # ## Checks
-# The numbers behind the figures (`Study.check`): backprop reaches every target. In the
+# The numbers behind the figures (`Study.problems`): backprop reaches every target. In the
 # steps-vs-batch figure each point (a median over seeds) lies within its bars, its examples are its
 # steps x its batch size, and along a curve the steps never grow with the batch size by more than
 # 10% of the curve's largest value. The critical batch is E_min / S_min of those points; every
@@ -192,7 +192,9 @@ if study == "mlp-deep":
 
 # %%
 if profile == "quick":
-    S.check()
+    problems = S.problems()
+    assert not problems, problems
+    assert (S.tables.headline.high_compute_speedup > 0).all(), S.tables.headline
     ratios = analysis.cost_table(S.records).critical_path_vs_backprop.drop("backprop")
     assert (ratios > 1).all() and ratios.idxmax() == "greedy", ratios
     assert len(regime) == len(S.targets) * len(S.sensitivity_rules), regime

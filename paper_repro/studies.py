@@ -42,23 +42,32 @@ class Study:
         """The figure's file name: ``NN_<study>_<what>_<profile>``."""
         return f"{NOTEBOOK_NUMBERS.get(self.study, '00')}_{self.study}_{what}_{self.profile}"
 
-    def check(self) -> None:
-        """Assert the invariants of the numbers behind the figures: backprop reaches every target;
-        each steps-vs-batch point (a median over seeds) lies within its seeds' range, its
-        examples are its steps x its batch size, and along a curve the steps never grow with
-        the batch size by more than 10% of the curve's largest value; the critical batch is
-        ``E_min / S_min`` of those points; every speedup is positive."""
+    def problems(self) -> list[str]:
+        """What is wrong with the numbers behind the figures (empty: nothing). Backprop must reach
+        every target; each steps-vs-batch point (a median over seeds) must lie within its seeds'
+        range, its examples be its steps x its batch size, and along a curve the steps must never
+        grow with the batch size by more than 10% of the curve's largest value; the critical
+        batch must be ``E_min / S_min`` of those points; every speedup must be positive."""
         svb, crit, head = self.tables.steps_vs_batch, self.tables.critical, self.tables.headline
         crit = crit.set_index(["method", "target"])
-        assert set(svb[svb.method == "backprop"].target) == set(self.targets), svb
-        assert svb.step.between(svb.step_min, svb.step_max).all(), svb
-        assert (svb.examples - svb.step * svb.batch_size).abs().max() < 1e-6, svb
-        for _, g in svb.sort_values("batch_size").groupby(["method", "target"]):
-            assert (g.step.diff().dropna() <= 0.1 * g.step.max()).all(), g
+        out = []
+        if set(svb[svb.method == "backprop"].target) != set(self.targets):
+            out.append(f"backprop does not reach every target {self.targets}")
+        if not svb.step.between(svb.step_min, svb.step_max).all():
+            out.append("a steps-vs-batch median lies outside its seeds' range")
+        if (svb.examples - svb.step * svb.batch_size).abs().max() >= 1e-6:
+            out.append("examples are not steps x batch size")
+        for key, g in svb.sort_values("batch_size").groupby(["method", "target"]):
+            if not (g.step.diff().dropna() <= 0.1 * g.step.max()).all():
+                out.append(f"steps grow with the batch size for {key}")
         lowest = svb.groupby(["method", "target"]).agg(S_min=("step", "min"), E_min=("examples", "min"))
-        assert (crit[["S_min", "E_min"]] - lowest.loc[crit.index]).abs().max().max() < 1e-6, (crit, lowest)
-        assert (crit.critical_batch - crit.E_min / crit.S_min).abs().max() < 1e-6, crit
-        assert (head.max_speedup > 0).all() and (head.high_compute_speedup > 0).all(), head
+        if (crit[["S_min", "E_min"]] - lowest.loc[crit.index]).abs().max().max() >= 1e-6:
+            out.append("S_min / E_min are not the minima of the steps-vs-batch points")
+        if (crit.critical_batch - crit.E_min / crit.S_min).abs().max() >= 1e-6:
+            out.append("critical batch is not E_min / S_min")
+        if not ((head.max_speedup > 0).all() and (head.high_compute_speedup > 0).all()):
+            out.append("a speedup is not positive")
+        return out
 
     def summary(self) -> str:
         df = self.records
