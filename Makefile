@@ -57,24 +57,21 @@ figures: $(STAMP)
 	$(PY) -m paper_repro.hardware > figures/MACHINE
 
 UNIT := $(PY) -m pytest tests -q
-NBVAL := $(PY) -m pytest --nbval-lax --nbval-current-env -p no:cacheprovider notebooks/ -q
-# nbval collects nothing (pytest exit 5) when there are no notebooks yet: skip it then.
-HAVE_NOTEBOOKS := compgen -G 'notebooks/*.ipynb' > /dev/null
+NBVAL_FLAGS := --nbval-lax --nbval-current-env -p no:cacheprovider
+NBVAL := $(PY) -m pytest $(NBVAL_FLAGS) notebooks/ -q
 
-# Both suites always run; the target fails if either failed.
+# make test: the unit tests and the notebooks under nbval in one pytest run, spread over JOBS
+# processes (pytest-xdist); --dist loadfile keeps a file's tests, and a notebook's cells, in one
+# process, in order. JOBS=1 runs them one after another.
+JOBS ?= 2
 test: $(STAMP)
-	@status=0; \
-	echo "$(UNIT)"; $(UNIT) || status=1; \
-	if $(HAVE_NOTEBOOKS); then echo "$(NBVAL)"; $(NBVAL) || status=1; \
-	else echo "no notebooks/*.ipynb yet: nbval skipped"; fi; \
-	exit $$status
+	$(PY) -m pytest -q -n $(JOBS) --dist loadfile $(NBVAL_FLAGS) tests notebooks
 
 test-unit: $(STAMP)
 	$(UNIT)
 
 test-notebooks: $(STAMP)
-	@if $(HAVE_NOTEBOOKS); then echo "$(NBVAL)"; $(NBVAL); \
-	else echo "no notebooks/*.ipynb yet: nbval skipped"; fi
+	$(NBVAL)
 
 # Every committed figure is reproducible and the timing-dependent ones are git-ignored, so after
 # the notebooks have run (make figures, or make test: nbval runs them too) figures/ is unchanged.

@@ -53,6 +53,7 @@ from paper_repro.notebooks import check_parameters, notebook_path
 from paper_repro import settings as settings_mod
 from paper_repro.settings import pipeline_settings
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -65,14 +66,15 @@ if results is not None:  # the settings of the stored run
     with open(results) as f:
         records = json.load(f)
     r = records[0]
-    settings.update(model=r["model"], model_kwargs=r["model_kwargs"], stages=r["stages"], device=r["device"],
-                    micro_batch=sorted({x["micro_batch"] for x in records}), micro_batches=r["micro_batches"],
-                    image_size=r.get("image_size", settings["image_size"]))
-model = plots.model_label(settings["model"], settings["model_kwargs"], settings["image_size"])
-device = settings["device"]
+    settings = dataclasses.replace(
+        settings, model=r["model"], model_kwargs=r["model_kwargs"], stages=r["stages"], device=r["device"],
+        micro_batch=sorted({x["micro_batch"] for x in records}), micro_batches=r["micro_batches"],
+        image_size=r.get("image_size", settings.image_size))
+model = plots.model_label(settings.model, settings.model_kwargs, settings.image_size)
+device = settings.device
 tag = profile if results is None else Path(results).stem  # figure names: 04_pipeline_<what>_<tag>.png
-print(model, "| stages:", settings["stages"], "| micro-batch sizes:", settings["micro_batch"],
-      "| micro-batches per step:", settings["micro_batches"], "|", plots.hardware_label(device))
+print(model, "| stages:", settings.stages, "| micro-batch sizes:", settings.micro_batch,
+      "| micro-batches per step:", settings.micro_batches, "|", plots.hardware_label(device))
 
 # %% [markdown]
 # ## Run every schedule at every micro-batch size
@@ -170,9 +172,7 @@ display(ratio.round(4))
 # sends its gradient back, so its line sits a factor 2 above at every size (labels aside).
 
 # %%
-comm_settings = settings_mod.communication_settings()
-sizes = report.comm_sizes_frame(bench.comm_by_size(comm_settings, comm_settings.pop("processors"),
-                                                   comm_settings.pop("schedules")))
+sizes = report.comm_sizes_frame(bench.comm_by_size(settings_mod.communication_settings()))
 display(sizes.pivot_table(index=["processors", "micro_batch"], columns="schedule", values="total_MB").round(2))
 title = ("Bytes between processors per step, counted from the boundary tensors\n"
          "ResNet-34, 224x224 inputs, 16 micro-batches per step, float32 | any profile | shapes only, no hardware")

@@ -69,14 +69,14 @@ print("per-block costs measured on:", hardware, "|", costs["resnet"].note)
 
 # %%
 meta = scaling.memory_model(configs["resnet"])
-memory = scaling.memory_table(meta, settings["memory_stages"], settings["memory_micro_batches"],
-                              settings["memory_schedules"])
+memory = scaling.memory_table(meta, settings.memory_stages, settings.memory_micro_batches,
+                              settings.memory_schedules)
 worst = memory.groupby(["stages", "micro_batch", "schedule"]).peak_bytes.max().unstack("schedule") / 2**30
 display(worst.round(2))
 
 # %%
 fig = plots.simulate.plot_memory(memory, f"{names['resnet']}: peak memory per processor (meta-device count, "
-                                         f"{settings['paper_micro_batches']} micro-batches per step, Adam)")
+                                         f"{settings.paper_micro_batches} micro-batches per step, Adam)")
 plots.save_figure(fig, f"08_memory_{profile}", figures_dir);
 
 # %% [markdown]
@@ -89,14 +89,14 @@ plots.save_figure(fig, f"08_memory_{profile}", figures_dir);
 # has 17 blocks, so it stops at 16 processors; the 64-layer Transformer goes to 64.
 
 # %%
-by_stages = {names[m]: scaling.ratio_table(costs[m], settings["ratio_stages"][m],
-                                           [settings["stage_sweep_micro_batches"]], settings["baselines"],
-                                           settings["micro_batch"])
+by_stages = {names[m]: scaling.ratio_table(costs[m], settings.ratio_stages[m],
+                                           [settings.stage_sweep_micro_batches], settings.baselines,
+                                           settings.micro_batch)
              for m in ("resnet", "transformer")}
 fig = plots.simulate.plot_ratios(by_stages, "stages",
                                  f"Simulated, calibrated on this machine's measured per-block costs ({hardware}); "
-                                 f"micro-batch {settings['micro_batch']}, "
-                                 f"{settings['stage_sweep_micro_batches']} per step")
+                                 f"micro-batch {settings.micro_batch}, "
+                                 f"{settings.stage_sweep_micro_batches} per step")
 plots.save_figure(fig, f"08_ratio_vs_stages_{profile}", figures_dir);
 
 # %% [markdown]
@@ -105,13 +105,13 @@ plots.save_figure(fig, f"08_ratio_vs_stages_{profile}", figures_dir);
 # step, so the ratio falls towards the cost of the work itself.
 
 # %%
-by_m = {names[m]: scaling.ratio_table(costs[m], [settings["micro_batch_sweep_stages"][m]],
-                                      settings["micro_batches"], settings["baselines"], settings["micro_batch"])
+by_m = {names[m]: scaling.ratio_table(costs[m], [settings.micro_batch_sweep_stages[m]],
+                                      settings.micro_batches, settings.baselines, settings.micro_batch)
         for m in ("resnet", "transformer")}
 fig = plots.simulate.plot_ratios(by_m, "micro_batches",
                                  f"Simulated, calibrated on this machine's measured per-block costs ({hardware}); "
-                                 f"ResNet-34 on {settings['micro_batch_sweep_stages']['resnet']} processors, "
-                                 f"Transformer on {settings['micro_batch_sweep_stages']['transformer']}")
+                                 f"ResNet-34 on {settings.micro_batch_sweep_stages['resnet']} processors, "
+                                 f"Transformer on {settings.micro_batch_sweep_stages['transformer']}")
 plots.save_figure(fig, f"08_ratio_vs_micro_batches_{profile}", figures_dir);
 
 # %% [markdown]
@@ -124,11 +124,11 @@ plots.save_figure(fig, f"08_ratio_vs_micro_batches_{profile}", figures_dir);
 # moves the answer.
 
 # %%
-paper_costs = (scaling.load_costs(calibration_dir, settings["paper_calibrations"])
-               if settings["paper_calibrations"] else [costs["resnet"]])
+paper_costs = (scaling.load_costs(calibration_dir, settings.paper_calibrations)
+               if settings.paper_calibrations else [costs["resnet"]])
 paper = scaling.paper_setting_ratios(paper_costs, settings)
 display(scaling.spread(paper).round(3))
-fig = plots.simulate.plot_paper_setting(paper, settings["paper_ratio"],
+fig = plots.simulate.plot_paper_setting(paper, settings.paper_ratio,
                                         f"{names['resnet']}, 4 processors: simulated local / baseline samples/s\n"
                                         f"({len(paper_costs)} calibration(s) on {hardware}: median and range)")
 plots.save_figure(fig, f"08_paper_setting_{profile}", figures_dir);
@@ -143,10 +143,10 @@ plots.save_figure(fig, f"08_paper_setting_{profile}", figures_dir);
 # every micro-batch weigh more than on a CPU.
 
 # %%
-gpu_costs = scaling.load_costs(calibration_dir, settings["paper_calibrations_gpu"], without_input=True)
+gpu_costs = scaling.load_costs(calibration_dir, settings.paper_calibrations_gpu, without_input=True)
 gpu_paper = scaling.paper_setting_ratios(gpu_costs, settings)
 display(scaling.spread(gpu_paper).round(3))
-fig = plots.simulate.plot_paper_setting(gpu_paper, settings["paper_ratio"],
+fig = plots.simulate.plot_paper_setting(gpu_paper, settings.paper_ratio,
                                         f"{names['resnet']}, 4 processors: simulated local / baseline samples/s\n"
                                         f"({len(gpu_costs)} calibrations on {gpu_costs[0].hardware}, input "
                                         f"prefetched: median and range)")
@@ -166,7 +166,7 @@ plots.save_figure(fig, f"08_paper_setting_gpu_{profile}", figures_dir);
 # local pipeline somewhat slow against 1F1B (research/README.md says where the error is).
 
 # %%
-validation = pd.concat([pd.read_csv(Path(calibration_dir) / name) for name in settings["validation"]],
+validation = pd.concat([pd.read_csv(Path(calibration_dir) / name) for name in settings.validation],
                        ignore_index=True)
 fig = plots.simulate.plot_validation(validation, "Simulated vs measured throughput ratio to 1F1B: 2 processes "
                                                  "on CPU x2, each run measured 5-6 times")
@@ -180,11 +180,11 @@ plots.save_figure(fig, f"08_validation_{profile}", figures_dir);
 # postponed weight-gradient work.
 
 # %%
-bc = costs["resnet"].scaled(settings["paper_micro_batch"])
-runs = scaling.one_step(bc, settings["gantt_schedules"], 4, settings["gantt_micro_batches"],
-                        settings["paper_micro_batch"])
+bc = costs["resnet"].scaled(settings.paper_micro_batch)
+runs = scaling.one_step(bc, settings.gantt_schedules, 4, settings.gantt_micro_batches,
+                        settings.paper_micro_batch)
 fig = plots.simulate.plot_gantt(runs, title=f"{names['resnet']}, 4 processors, one step of "
-                                          f"{settings['gantt_micro_batches']} micro-batches (simulated, {hardware})")
+                                          f"{settings.gantt_micro_batches} micro-batches (simulated, {hardware})")
 plots.save_figure(fig, f"08_gantt_{profile}", figures_dir);
 
 # %% [markdown]
@@ -208,7 +208,7 @@ if profile == "quick":
         assert (t.ratio > 0).all() and (t.ratio - t.local_samples_per_s / t.baseline_samples_per_s).abs().max() < 1e-9
     for t in by_m.values():
         assert t.pivot(index="micro_batches", columns="baseline", values="ratio").diff().fillna(0).lt(0.01).all().all()
-    assert set(paper) == set(gpu_paper) == set(settings["baselines"]) and min(paper["1f1b-recompute"]) > 1
+    assert set(paper) == set(gpu_paper) == set(settings.baselines) and min(paper["1f1b-recompute"]) > 1
     for run in runs:
         for rank in range(run.stages):
             spans = sorted((i.start, i.end) for i in run.intervals if i.rank == rank)

@@ -25,6 +25,7 @@ from __future__ import annotations
 # is imported (through HANDLERS, with importlib) only when the command runs. The choices come
 # from paper_repro.names, where the working modules take them from too.
 import argparse
+import dataclasses
 import importlib
 import shlex
 import sys
@@ -32,14 +33,14 @@ from pathlib import Path
 
 from . import signals
 from .cliargs import float_list, int_list, json_dict, positive_float, positive_int
+from .distributed.arguments import add_arguments as add_pipeline_arguments
+from .distributed.fields import PipelineFields
 from .names import (COMPUTE_STUDIES, CUT_HELP, CUTS, DATASETS, DEFAULT_CUT, DEVICES, DTYPES, MODELS,  # noqa: F401
                     MODULES_STUDY, OPTIMIZERS, PROFILES, SIMULATED_SCHEDULES, SWEEP_STUDIES)
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"      # paper_repro.notebooks.NOTEBOOKS_DIR
-# the defaults of paper_repro.distributed.PipelineConfig that `simulate` shows
-PIPELINE_DEFAULTS = dict(model="mlp", image_size=32, num_classes=10, seq_len=64, stages=2, micro_batch=8,
-                         micro_batches=16, steps=3, warmup_steps=1, update_every=1, max_in_flight=2,
-                         optimizer="adam", dtype="float32", device="cpu")
+# the defaults of a pipeline run (paper_repro.distributed.PipelineConfig) that `simulate` shows
+PIPELINE_DEFAULTS = dataclasses.asdict(PipelineFields())
 
 # command -> "module:function" run with the parsed arguments
 HANDLERS = {
@@ -51,7 +52,7 @@ HANDLERS = {
     "simulate": "paper_repro.simulate.command:run_simulate_command",
 }
 
-# help for the pipeline options that paper_repro.distributed.options defines without one
+# help for the pipeline options that paper_repro.distributed.arguments defines without one
 PIPELINE_HELP = {
     "data_dir": "where --dataset lives (not needed for synthetic inputs)",
     "optimizer": "optimizer of every stage",
@@ -148,10 +149,9 @@ def add_sweep(subparsers) -> None:
 
 
 # ---------------------------------------------------------------------------------- bench
-def add_bench(subparsers, pipeline_options: bool = True) -> None:
+def add_bench(subparsers) -> None:
     """``bench overhead`` and ``bench pipeline``. The pipeline's options come from
-    :mod:`paper_repro.distributed.options` (shared with the torchrun worker), which imports
-    torch: ``pipeline_options=False`` leaves them out, for a parser that will not run it."""
+    :mod:`paper_repro.distributed.arguments` (shared with the torchrun worker; torch-free)."""
     group = _parser(subparsers, "bench", "benchmarks: learner overhead, pipeline throughput")
     sub = group.add_subparsers(dest="bench_command", metavar="{overhead,pipeline}")
     sub.required = True
@@ -176,11 +176,10 @@ def add_bench(subparsers, pipeline_options: bool = True) -> None:
                 "own model as package.module:function (importable by every stage process; its keyword "
                 "arguments from --model-kwargs), returning a BlockNet or an nn.Sequential. The table's "
                 "columns are those of estimate and simulate (a legend under it).")
-    if pipeline_options:
-        importlib.import_module("paper_repro.distributed.options").add_arguments(p)
-        for action in p._actions:
-            if action.help is None and action.dest in PIPELINE_HELP:
-                action.help = PIPELINE_HELP[action.dest]
+    add_pipeline_arguments(p)
+    for action in p._actions:
+        if action.help is None and action.dest in PIPELINE_HELP:
+            action.help = PIPELINE_HELP[action.dest]
     p.add_argument("--comm-only", action="store_true",
                    help="only compute the bytes from the boundary shapes (no processes, no training)")
     p.add_argument("--targets", action="store_true",
@@ -288,20 +287,14 @@ def add_simulate(subparsers) -> None:
 
 
 # ---------------------------------------------------------------------------------- main
-def _runs_pipeline(argv: list[str]) -> bool:
-    words = [a for a in argv if not a.startswith("-")]
-    return words[:2] == ["bench", "pipeline"]
-
-
-def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
-    """The ``paper-repro`` parser. With ``argv``, the pipeline's options (whose module imports
-    torch) are added only when ``argv`` runs ``bench pipeline``; without it, always."""
+def build_parser() -> argparse.ArgumentParser:
+    """The ``paper-repro`` parser (every command's options; no torch)."""
     parser = argparse.ArgumentParser(prog="paper-repro", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="{train,sweep,bench,notebooks,simulate}")
     add_train(subparsers)
     add_sweep(subparsers)
-    add_bench(subparsers, pipeline_options=argv is None or _runs_pipeline(argv))
+    add_bench(subparsers)
     add_notebooks(subparsers)
     add_simulate(subparsers)
     return parser
@@ -309,7 +302,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(argv).parse_args(argv)
+    args = build_parser().parse_args(argv)
     args.command_line = "paper-repro " + shlex.join(argv)     # for notes that say how a file was made
     with signals.sigterm_as_interrupt():
         try:

@@ -4,7 +4,8 @@
 :class:`~paper_repro.distributed.config.PipelineConfig` (one multi-process pipeline run)
 inherit from these dataclasses, so both take the same flat keyword arguments
 (``TrainConfig(model="mlp", lr=0.01, ...)``) and :func:`dataclasses.asdict` gives the same
-flat keys, while the fields and their checks are written once, here.
+flat keys, while the fields and their checks are written once: the fields and their defaults
+in :mod:`paper_repro.fields` (torch-free, for the parsers), the checks here.
 :mod:`paper_repro.build` turns any configuration with these parts into data, a model, a
 learner and an optimizer.
 """
@@ -12,13 +13,14 @@ from __future__ import annotations
 
 import inspect
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from . import data as data_mod
 from . import models
 from .factory import check_factory, is_factory_name
+from .fields import DataFields, ModelFields, OptimFields
 
 from .names import OPTIMIZERS  # noqa: F401  (config.OPTIMIZERS)
 
@@ -54,14 +56,12 @@ def _is_number(value) -> bool:
 
 
 @dataclass
-class ModelParts:
+class ModelParts(ModelFields):
     """The model: a name from :data:`paper_repro.models.MODELS`, or a user's own model as
 ``package.module:function`` (:mod:`paper_repro.factory`), and its keyword arguments.
 
     ``model=None`` means "the model of the learner handed over" (``train(cfg, learner=...)``);
     such a configuration cannot build a model itself."""
-    model: str | None = "mlp"
-    model_kwargs: dict = field(default_factory=dict)
 
     def validate_model(self) -> None:
         if not isinstance(self.model_kwargs, dict):
@@ -78,12 +78,9 @@ class ModelParts:
 
 
 @dataclass
-class DataParts:
+class DataParts(DataFields):
     """The data: a name from :data:`paper_repro.data.DATASETS`, where it lives, and the
     keyword arguments of :func:`paper_repro.data.load`."""
-    dataset: str = "digits"
-    data_dir: str | None = None
-    data_kwargs: dict = field(default_factory=dict)
 
     def validate_data(self, extra: tuple[str, ...] = ()) -> None:
         """Check the data set name (``extra``: names a caller handles itself) and kwargs."""
@@ -108,12 +105,8 @@ class DataParts:
 
 
 @dataclass
-class OptimParts:
+class OptimParts(OptimFields):
     """The optimizer: Adam, or SGD with ``momentum``; ``weight_decay`` for both."""
-    optimizer: str = "adam"
-    lr: float = 1e-3
-    momentum: float = 0.9           # sgd only
-    weight_decay: float = 0.0
 
     def validate_optim(self) -> None:
         if self.optimizer not in OPTIMIZERS:

@@ -23,6 +23,7 @@ DATASETS = IMAGE_DATASETS + TEXT_DATASETS
 OPTIMIZERS = ("adam", "sgd")
 DTYPES = ("bfloat16", "float16", "float32", "float64")      # torch dtype names
 DEVICES = ("cpu", "cuda")                                   # of a pipeline's processes
+PREFETCH = ("auto", "on", "off")                            # a pipeline's stage 0 drawing inputs ahead
 
 # local-learning methods: fixed names and the two patterns of chunked
 METHODS = ("backprop", "greedy", "overlapping", "chunked-K")

@@ -43,7 +43,7 @@ from pathlib import Path
 import torch
 
 from . import bench, settings, train
-from .distributed import PipelineConfig
+from .distributed.config import PipelineConfig
 from .distributed.bench import run_pipeline
 from .distributed.inputs import data_spec
 from .distributed.timing import chunk_split

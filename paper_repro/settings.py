@@ -4,20 +4,24 @@ Profiles: ``quick`` (offline, minutes on a 2-core CPU: what the notebook tests r
 ``cpu`` (an afternoon on a 2-core CPU; the committed ``results/`` come from it) and ``full``
 (paper scale, GPU servers). Studies and what their settings are:
 
-==========================================  ============================  =====================
+==========================================  ============================  =========================
 study                                       function                      returns
-==========================================  ============================  =====================
+==========================================  ============================  =========================
 mlp, mlp-deep, transformer, resnet,         :func:`compute_grid`          a sweep ``Grid``
 resnet-imagenet
 mlp-modules                                 :func:`module_grids`          ``{depth: Grid}``
 quickstart                                  :func:`quickstart_config`     a ``TrainConfig``
 gradient, features, random_labels           :func:`similarity_settings`   a dict of run sizes
-pipeline                                    :func:`pipeline_settings`     a dict of run options
-scaling                                     :func:`scaling_settings`      a dict of simulator sizes
-==========================================  ============================  =====================
+pipeline                                    :func:`pipeline_settings`     a ``PipelineSettings``
+scaling                                     :func:`scaling_settings`      a ``ScalingSettings``
+==========================================  ============================  =========================
 
-:func:`get` dispatches on the study name; :data:`STUDIES` lists every study with its
-profiles. Data folders are never set here: CIFAR-10, ImageNet and an LM1B-style text are
+:func:`get` dispatches on the study name (and returns the same); :data:`STUDIES` lists every
+study with its profiles. Notebook 04 also draws :func:`communication_settings` (a
+``CommunicationSettings``, the same at every profile) and :func:`stored_pipeline_runs` (a
+dict ``{run name: [record files]}``). The typed settings (``PipelineSettings``,
+``CommunicationSettings``, ``ScalingSettings`` with its ``SimulatedModel``) are the frozen
+dataclasses of :mod:`paper_repro.settings_types`, each field described there. Data folders are never set here: CIFAR-10, ImageNet and an LM1B-style text are
 passed as ``data_dir`` by the caller (the offline defaults are sklearn digits and the pydoc
 text corpus).
 """
@@ -27,6 +31,7 @@ import copy
 
 import numpy as np
 
+from .settings_types import CommunicationSettings, PipelineSettings, ScalingSettings, SimulatedModel
 from .sweep.grid import Grid
 from .train import TrainConfig
 
@@ -273,25 +278,26 @@ _SIMILARITY = {
 # ---------------------------------------------------------------------- pipeline (04)
 # quick = 2 CPU processes in about a minute (the two update rules, 1F1B with and without
 # recomputation, ZBV, DDP); cpu = every schedule, the README's run; full = ResNet-34 at
-# 224x224 on 4 GPUs. Without "schedules": every one (paper_repro.distributed.options.RUN_NAMES).
+# 224x224 on 4 GPUs. Without schedules: every one (paper_repro.names.RUN_NAMES).
 _PIPELINE = {
-    "quick": dict(model="resnet18", model_kwargs={"width": 8}, image_size=16, stages=2,
-                  micro_batch=[8, 32], micro_batches=8, steps=2, warmup_steps=1, device="cpu",
-                  schedules=("local", "local/M", "1f1b", "1f1b-recompute", "zbv", "ddp")),
-    "cpu": dict(model="resnet18", model_kwargs={"width": 16}, image_size=32, stages=2,
-                micro_batch=[8, 16, 32], micro_batches=16, steps=3, warmup_steps=1, device="cpu",
-                repeats=3),
-    "full": dict(model="resnet34", model_kwargs={}, image_size=224, num_classes=1000, stages=4,
-                 micro_batch=[4, 8, 16, 32], micro_batches=16, steps=10, warmup_steps=2, device="cuda",
-                 repeats=2),
+    "quick": PipelineSettings(model="resnet18", model_kwargs={"width": 8}, image_size=16, num_classes=10,
+                              stages=2, micro_batch=[8, 32], micro_batches=8, steps=2, warmup_steps=1,
+                              device="cpu",
+                              schedules=("local", "local/M", "1f1b", "1f1b-recompute", "zbv", "ddp")),
+    "cpu": PipelineSettings(model="resnet18", model_kwargs={"width": 16}, image_size=32, num_classes=10,
+                            stages=2, micro_batch=[8, 16, 32], micro_batches=16, steps=3, warmup_steps=1,
+                            device="cpu", repeats=3),
+    "full": PipelineSettings(model="resnet34", model_kwargs={}, image_size=224, num_classes=1000, stages=4,
+                             micro_batch=[4, 8, 16, 32], micro_batches=16, steps=10, warmup_steps=2,
+                             device="cuda", repeats=2),
 }
 
 # The communication figure of 04: bytes per step of ResNet-34 at 224x224 (the paper's setting)
 # from the boundary tensors' shapes, for several processor counts and micro-batch sizes (no
 # training, so every profile draws the same figure).
-_COMMUNICATION = dict(model="resnet34", model_kwargs={}, image_size=224, num_classes=1000, dtype="float32",
-                      micro_batch=[1, 2, 4, 8, 16, 32, 64], micro_batches=16, processors=[2, 4, 8],
-                      schedules=["local", "1f1b"])
+_COMMUNICATION = CommunicationSettings(model="resnet34", model_kwargs={}, image_size=224, num_classes=1000,
+                                       dtype="float32", micro_batch=[1, 2, 4, 8, 16, 32, 64], micro_batches=16,
+                                       processors=[2, 4, 8], schedules=["local", "1f1b"])
 
 # The all-schedule throughput figure of 04: the committed `bench pipeline --schedule all` runs
 # (2 gloo processes on 2-core CPUs, 3 interleaved repeats each), files in results/pipeline.
@@ -308,9 +314,10 @@ _STORED_RUNS = {
 # a 2-core CPU, one thread per processor), a few sizes, seconds; cpu = the same sizes, the costs
 # measured again on this machine's CPU (minutes); full = measured on the GPU, more sizes.
 _SCALING_COMMON = dict(
-    resnet=dict(model="resnet34", image_size=224, num_classes=1000),
-    transformer=dict(model="transformer", num_classes=256, seq_len=128,
-                     model_kwargs={"d_model": 256, "n_layers": 64, "n_heads": 4, "seq_len": 128}),
+    models=dict(resnet=SimulatedModel(model="resnet34", image_size=224, num_classes=1000),
+                transformer=SimulatedModel(model="transformer", num_classes=256, seq_len=128,
+                                           model_kwargs={"d_model": 256, "n_layers": 64, "n_heads": 4,
+                                                         "seq_len": 128})),
     memory_stages=[4, 8], memory_micro_batches=[1, 2, 4, 8, 16, 32, 64],
     memory_schedules=["local", "1f1b", "1f1b-recompute", "gpipe"],
     baselines=["gpipe", "1f1b", "1f1b-recompute", "zbv"],
@@ -326,16 +333,16 @@ _SCALING_COMMON = dict(
 )
 _SCALING_CPU = dict(device="cpu", stage_sweep_micro_batches=64, micro_batches=[4, 8, 16, 32, 64])
 _SCALING = {
-    "quick": dict(_SCALING_COMMON, **_SCALING_CPU,
-                  calibrations={"resnet": "calibration_resnet34_224_cpu1.json",
-                                "transformer": "calibration_transformer64x256_cpu1.json"},
-                  # the paper's setting is shown with every cached ResNet calibration (its spread)
-                  paper_calibrations=["calibration_resnet34_224_cpu1.json",
-                                      *(f"calibration_resnet34_224_cpu1_run{k}.json" for k in range(1, 7))]),
-    "cpu": dict(_SCALING_COMMON, **_SCALING_CPU, calibrations=None, paper_calibrations=None),
-    "full": dict(_SCALING_COMMON, calibrations=None, paper_calibrations=None, device="cuda",
-                 stage_sweep_micro_batches=128,
-                 micro_batches=[4, 8, 16, 32, 64, 128, 256]),
+    "quick": ScalingSettings(**_SCALING_COMMON, **_SCALING_CPU,
+                             calibrations={"resnet": "calibration_resnet34_224_cpu1.json",
+                                           "transformer": "calibration_transformer64x256_cpu1.json"},
+                             # the paper's setting is shown with every cached ResNet calibration (its spread)
+                             paper_calibrations=["calibration_resnet34_224_cpu1.json",
+                                                 *(f"calibration_resnet34_224_cpu1_run{k}.json"
+                                                   for k in range(1, 7))]),
+    "cpu": ScalingSettings(**_SCALING_COMMON, **_SCALING_CPU, calibrations=None, paper_calibrations=None),
+    "full": ScalingSettings(**_SCALING_COMMON, calibrations=None, paper_calibrations=None, device="cuda",
+                            stage_sweep_micro_batches=128, micro_batches=[4, 8, 16, 32, 64, 128, 256]),
 }
 
 # every study -> its profiles
@@ -394,37 +401,35 @@ def similarity_settings(study: str, profile: str = "quick") -> dict:
     return copy.deepcopy(_SIMILARITY[study][profile])
 
 
-def pipeline_settings(profile: str = "quick") -> dict:
-    """The pipeline benchmark's options at ``profile`` (turn them into configs with
+def pipeline_settings(profile: str = "quick") -> PipelineSettings:
+    """The pipeline benchmark's runs at ``profile`` (a fresh copy; turn it into configs with
     :func:`paper_repro.distributed.options.configs_for`)."""
     _check("pipeline", profile, ("pipeline",))
     return copy.deepcopy(_PIPELINE[profile])
 
 
-def communication_settings() -> dict:
-    """The communication figure's model, sizes and schedules (``processors``: stage counts;
-    the rest goes to :func:`paper_repro.distributed.bench.comm_by_size`)."""
+def communication_settings() -> CommunicationSettings:
+    """The communication figure's model, sizes, stage counts and schedules (a fresh copy, for
+    :func:`paper_repro.distributed.bench.comm_by_size`)."""
     return copy.deepcopy(_COMMUNICATION)
 
 
-def stored_pipeline_runs() -> dict:
+def stored_pipeline_runs() -> dict[str, list[str]]:
     """The committed all-schedule benchmark runs: ``{run name: [record files in results/pipeline]}``."""
     return copy.deepcopy(_STORED_RUNS)
 
 
-def scaling_settings(profile: str = "quick") -> dict:
-    """The scaling notebook's model settings, sizes and schedules at ``profile``
-    (``calibrations``: cached per-block cost files in the notebook's calibration folder, or
-    None: measure them on ``device``; ``paper_calibrations``: the cached ResNet files the paper's
-    setting is simulated with, or None: the one measured; ``validation``: the committed comparisons
-    of the simulator with repeated real runs, files in the same folder)."""
+def scaling_settings(profile: str = "quick") -> ScalingSettings:
+    """The scaling notebook's models, sizes, schedules and cached files at ``profile`` (a fresh
+    copy; every field: :class:`~paper_repro.settings_types.ScalingSettings`)."""
     _check("scaling", profile, ("scaling",))
     return copy.deepcopy(_SCALING[profile])
 
 
 def get(study: str, profile: str = "quick", **kwargs):
-    """The settings of any ``study`` of :data:`STUDIES` at ``profile`` (``kwargs`` go to
-    :func:`quickstart_config`: ``data_dir``, ``seed``)."""
+    """The settings of any ``study`` of :data:`STUDIES` at ``profile``, as the study's function
+    in the table at the top returns them (``kwargs`` go to :func:`quickstart_config`:
+    ``data_dir``, ``seed``)."""
     if study in COMPUTE_STUDIES:
         return compute_grid(study, profile)
     if study == "quickstart":

@@ -31,7 +31,8 @@ def test_every_handler_names_a_function_of_commands():
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["train", "--help"], ["sweep", "--help"], ["bench", "overhead", "--help"],
-                                  ["notebooks", "run", "--help"], ["simulate", "--help"]])
+                                  ["bench", "pipeline", "--help"], ["notebooks", "run", "--help"],
+                                  ["simulate", "--help"]])
 def test_help_does_not_import_torch(argv):
     """Checked in a fresh interpreter: help comes from the parser alone."""
     code = ("import sys\nfrom paper_repro import cli\ntry:\n    cli.main(sys.argv[1:])\nexcept SystemExit as e:\n"
@@ -65,12 +66,17 @@ def test_every_option_has_help_and_shows_its_default():
         assert sub.format_help().count("(default:") >= len(options), name
 
 
-def test_the_pipeline_options_are_added_only_for_bench_pipeline():
-    assert cli._runs_pipeline(["bench", "pipeline", "--stages", "2"])
-    assert not cli._runs_pipeline(["bench", "overhead"]) and not cli._runs_pipeline(["train", "--model", "pipeline"])
-    light = dict(_subparsers(cli.build_parser(["train"])))["bench pipeline"]
-    full = dict(_subparsers(cli.build_parser(["bench", "pipeline"])))["bench pipeline"]
-    assert "--stages" not in light.format_help() and "--stages" in full.format_help()
+def test_bench_pipeline_takes_its_options_and_defaults_from_the_torch_free_fields():
+    """The parser is the worker's (paper_repro.distributed.arguments); its defaults are a
+    pipeline run's (PipelineFields, which PipelineConfig checks)."""
+    from paper_repro.distributed.config import PipelineConfig
+    pipeline = dict(_subparsers(cli.build_parser()))["bench pipeline"]
+    args = pipeline.parse_args([])
+    defaults = PipelineConfig()
+    for key in ("stages", "micro_batches", "steps", "warmup_steps", "balance", "dtype", "device", "prefetch",
+                "timeout", "image_size", "optimizer", "lr"):
+        assert getattr(args, key) == getattr(defaults, key), key
+    assert args.micro_batch == [defaults.micro_batch] and args.schedule == ["local"]
 
 
 # ------------------------------------------------------------------------------ output formats

@@ -10,7 +10,9 @@ import torch.nn as nn
 from paper_repro import cli, methods, models
 from paper_repro.distributed import report
 from paper_repro.distributed.memory import SavedTensorMeter, saved_bytes_of, state_bytes
-from paper_repro.distributed import PipelineConfig, balanced_split, boundary_info, plan_stages, predicted_comm
+from paper_repro.distributed.config import PipelineConfig
+from paper_repro.distributed.split import balanced_split, boundary_info, plan_stages
+from paper_repro.distributed.timing import predicted_comm
 from paper_repro.distributed.inputs import data_spec
 from paper_repro.distributed import run, timing
 from paper_repro.distributed.options import expand

@@ -42,12 +42,12 @@ def test_gpu_paper_setting_matches_a_direct_simulation_of_the_stored_calibration
     gps = tool("gpu_paper_setting")
     files = gps.stored("h200")
     s = settings.scaling_settings("quick")
-    B = s["paper_micro_batch"]
+    B = s.paper_micro_batch
     assert len(files[B]) >= 2, "the committed H200 calibrations at the paper's micro-batch"
     df = gps.table({B: files[B][:1]})
     bc = BlockCosts.load(files[B][0])
     for inp, costs in (("as measured", bc), ("free", dataclasses.replace(bc, data=0.0, concat=0.0))):
-        direct = paper_setting([costs], s["paper_stages"], s["paper_micro_batches"], s["baselines"], B)
+        direct = paper_setting([costs], s.paper_stages, s.paper_micro_batches, s.baselines, B)
         got = df[(df.input == inp) & (df.cut == "blocks")].set_index("baseline").ratio
         for r in direct.itertuples():
             assert got[r.baseline] == pytest.approx(r.ratio)
@@ -60,16 +60,16 @@ def test_gpu_paper_setting_matches_a_direct_simulation_of_the_stored_calibration
     heads = [line for line in stages if line.startswith("## ")]
     assert len(heads) == 2 and "resnet" in heads[0] and "transformer" in heads[1]
     rows = [line for line in stages if line.startswith("| ") and line[2].isdigit()]
-    assert len(rows) == len(s["ratio_stages"]["resnet"]) + len(s["ratio_stages"]["transformer"])
+    assert len(rows) == len(s.ratio_stages["resnet"]) + len(s.ratio_stages["transformer"])
 
 
 def test_paper_setting_ratios_group_one_ratio_per_calibration_and_spread_summarises_them():
     from paper_repro.simulate.scaling import paper_setting_ratios, spread
     gps = tool("gpu_paper_setting")
     s = settings.scaling_settings("quick")
-    costs = [BlockCosts.load(p).without_input() for p in gps.stored("h200")[s["paper_micro_batch"]][:2]]
+    costs = [BlockCosts.load(p).without_input() for p in gps.stored("h200")[s.paper_micro_batch][:2]]
     ratios = paper_setting_ratios(costs, s)
-    assert list(ratios) == s["baselines"] and all(len(v) == 2 for v in ratios.values())
+    assert list(ratios) == s.baselines and all(len(v) == 2 for v in ratios.values())
     table = spread(ratios)
     for b, v in ratios.items():
         assert table.loc[b, "min"] == min(v) and table.loc[b, "max"] == max(v)

@@ -65,6 +65,26 @@ def test_the_parser_and_the_modules_hold_the_same_objects():
     assert tuple(sorted(pipeline_config.DTYPES)) == names.DTYPES and pipeline_config.DEVICES is names.DEVICES
 
 
+def test_bench_pipeline_help_imports_no_torch_and_lists_the_names_as_choices():
+    """The options come from the torch-free paper_repro.distributed.arguments; checked in a
+    fresh interpreter."""
+    code = ("import sys\nfrom paper_repro import cli\ntry:\n    cli.main(['bench', 'pipeline', '--help'])\n"
+            "except SystemExit as e:\n    assert e.code == 0, e.code\nprint('TORCH', 'torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "10000"})   # no wrapping inside a name
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().endswith("TORCH False"), proc.stdout[-300:]
+    text = " ".join(proc.stdout.split())
+    for option, choices in (("--schedule", names.RUN_NAMES), ("--balance", names.CUTS), ("--dtype", names.DTYPES),
+                            ("--device", names.DEVICES), ("--optimizer", names.OPTIMIZERS)):
+        assert option in text, option
+        if option == "--schedule":                       # a comma list: the names are in its help
+            assert " | ".join(choices) in text
+        else:
+            assert f"{option} {{{','.join(choices)}}}" in text, option
+    assert "--stages STAGES" in text and "processes, one stage each" in text
+
+
 def test_names_import_nothing_heavy():
     code = "import sys, paper_repro.names, paper_repro.report_table; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -1,11 +1,16 @@
 """The settings registry: every study x profile is there, valid, and bad names are clear errors."""
+import dataclasses
+import subprocess
+import sys
+
 import pytest
 
 from pathlib import Path
 
-from paper_repro import settings, sweep
+from paper_repro import names, settings, settings_types, sweep
 from paper_repro.distributed import PipelineConfig
 from paper_repro.distributed.options import configs_for
+from paper_repro.settings_types import CommunicationSettings, PipelineSettings, ScalingSettings, SimulatedModel
 from paper_repro.train import TrainConfig
 
 
@@ -27,12 +32,14 @@ def test_every_study_and_profile_resolves_to_valid_settings():
                 assert isinstance(value, TrainConfig) and value.model == "mlp"
                 value.validate()
             elif study == "pipeline":
+                assert isinstance(value, PipelineSettings)
                 configs = configs_for(value)  # every (micro-batch, schedule) config validates
-                assert {c.micro_batch for c in configs} == set(value["micro_batch"])
+                assert {c.micro_batch for c in configs} == set(value.micro_batch)
             elif study == "scaling":
-                for model in ("resnet", "transformer"):  # the simulated models are valid pipeline configs
-                    PipelineConfig(**value[model], micro_batch=value["micro_batch"]).validate()
-                for file in (value["calibrations"] or {}).values():  # cached per-block costs are committed
+                assert isinstance(value, ScalingSettings) and set(value.models) == {"resnet", "transformer"}
+                for model in value.models.values():  # the simulated models are valid pipeline configs
+                    PipelineConfig(**model.config_fields(), micro_batch=value.micro_batch).validate()
+                for file in (value.calibrations or {}).values():  # cached per-block costs are committed
                     assert (Path(__file__).resolve().parents[1] / "results" / "simulate" / file).is_file()
             else:
                 assert value["methods"] and value["dataset"]
@@ -62,3 +69,67 @@ def test_bad_names_are_clear_errors():
         settings.get("nope")
     with pytest.raises(ValueError, match="pass data_dir"):
         settings.quickstart_config("cpu")
+
+
+# ----------------------------------------------------------- typed pipeline and scaling settings
+@pytest.mark.parametrize("profile", settings.STUDIES["pipeline"])
+def test_pipeline_settings_are_typed_and_expand_into_valid_configs(profile):
+    s = settings.get("pipeline", profile)
+    assert type(s) is PipelineSettings and s == settings.pipeline_settings(profile)
+    configs = configs_for(s)
+    assert configs and all(isinstance(c, PipelineConfig) for c in configs)
+    runs = s.schedules or names.RUN_NAMES
+    # one config per repeat x micro-batch size x run name (local/M is local stepping once per step)
+    assert len(configs) == s.repeats * len(s.micro_batch) * len(runs)
+    for c in configs:
+        assert (c.model, c.model_kwargs, c.image_size, c.num_classes, c.stages, c.micro_batches, c.steps,
+                c.warmup_steps, c.device) == (s.model, s.model_kwargs, s.image_size, s.num_classes, s.stages,
+                                              s.micro_batches, s.steps, s.warmup_steps, s.device)
+        assert c.micro_batch in s.micro_batch and c.validate() is c
+    # what configs_for makes of the dataclass, it makes of the same keys in a dict
+    assert configs_for(dataclasses.asdict(s)) == configs
+
+
+@pytest.mark.parametrize("profile", settings.STUDIES["scaling"])
+def test_scaling_settings_are_typed(profile):
+    s = settings.get("scaling", profile)
+    assert type(s) is ScalingSettings and s == settings.scaling_settings(profile)
+    assert all(type(m) is SimulatedModel for m in s.models.values())
+    for per_model in (s.ratio_stages, s.micro_batch_sweep_stages, s.calibrations or s.models):
+        assert set(per_model) == set(s.models)
+    assert type(settings.communication_settings()) is CommunicationSettings
+
+
+@pytest.mark.parametrize("make", [lambda: settings.pipeline_settings("quick"), lambda: settings.scaling_settings("quick"),
+                                  settings.communication_settings])
+def test_a_misspelt_setting_fails_where_it_is_read(make):
+    s = make()
+    assert dataclasses.is_dataclass(s) and not hasattr(s, "__getitem__") and not hasattr(s, "get")
+    with pytest.raises(TypeError):
+        s["micro_batch"]                                  # the dict spelling is gone
+    with pytest.raises(AttributeError):
+        s.micro_batchs                                    # a misspelt field
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.micro_batch = 4                                 # changes go through dataclasses.replace
+    with pytest.raises(TypeError, match="micro_batchs"):
+        dataclasses.replace(s, micro_batchs=4)
+
+
+def test_typed_settings_are_fresh_copies():
+    s = settings.pipeline_settings("cpu")
+    s.micro_batch.append(1024)
+    s.model_kwargs["width"] = 1
+    assert settings.pipeline_settings("cpu").micro_batch == [8, 16, 32]
+    assert settings.pipeline_settings("cpu").model_kwargs == {"width": 16}
+    s = settings.scaling_settings("quick")
+    s.ratio_stages["resnet"].append(32)
+    s.models["transformer"].model_kwargs["n_layers"] = 2
+    fresh = settings.scaling_settings("quick")
+    assert 32 not in fresh.ratio_stages["resnet"] and fresh.models["transformer"].model_kwargs["n_layers"] == 64
+
+
+def test_the_settings_types_import_no_torch():
+    code = "import sys, paper_repro.settings_types; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "False", out.stderr
+    assert settings_types.PipelineSettings is PipelineSettings

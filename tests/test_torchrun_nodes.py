@@ -18,7 +18,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from paper_repro.distributed.options import add_arguments, configs_from_args
+from paper_repro.distributed.arguments import add_arguments
+from paper_repro.distributed.options import configs_from_args
 from test_distributed import backprop_reference, local_reference
 
 REPO = Path(__file__).resolve().parent.parent

@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     s = settings.scaling_settings("full")
     out, tag, t0 = Path(args.out), gpu_tag(args.device), time.time()
-    paper_mb = s["paper_micro_batch"]
+    paper_mb = s.paper_micro_batch
     jobs = []          # (model key, file stem, micro-batch, run number or None)
     for B in sizes if "resnet" in models else []:
         runs = range(1, args.repeats + 1) if B == paper_mb else [None]
@@ -76,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     if "transformer" in models:
         jobs += [("transformer", "calibration_transformer64x256", paper_mb, k) for k in range(1, min(2, args.repeats) + 1)]
     for i, (key, stem, B, k) in enumerate(jobs, 1):
-        cfg = PipelineConfig(**s[key], stages=s["paper_stages"], micro_batch=B,
-                             micro_batches=s["paper_micro_batches"], device=args.device).validate()
+        cfg = PipelineConfig(**s.models[key].config_fields(), stages=s.paper_stages, micro_batch=B,
+                             micro_batches=s.paper_micro_batches, device=args.device).validate()
         bc = measure(cfg, reps=args.reps)
         bc.note = f"measured by tools/gpu_calibrate.py, best of {args.reps} rounds; {math_note()}"
         name = f"{stem}_{tag}_mb{B}" + (f"_run{k}" if k else "") + ".json"

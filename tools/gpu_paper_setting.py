@@ -44,11 +44,11 @@ def table(files: dict[int, list[Path]]) -> pd.DataFrame:
     s = settings.scaling_settings("quick")
     rows = []
     for B, paths in files.items():
-        for k, path in enumerate(paths if B == s["paper_micro_batch"] else paths[:1]):
+        for k, path in enumerate(paths if B == s.paper_micro_batch else paths[:1]):
             bc = BlockCosts.load(path)
             for inp, costs in (("as measured", bc), ("free", bc.without_input())):
                 for cut in ("blocks", "time"):
-                    t = paper_setting([costs], s["paper_stages"], s["paper_micro_batches"], s["baselines"], B,
+                    t = paper_setting([costs], s.paper_stages, s.paper_micro_batches, s.baselines, B,
                                       balance=cut)
                     rows += [{"micro_batch": B, "calibration": path.name, "input": inp, "cut": cut,
                               "baseline": r.baseline, "ratio": r.ratio} for r in t.itertuples()]
@@ -60,22 +60,22 @@ def by_stages(folder: Path, gpu: str) -> list[str]:
     (micro-batch 8, ``stage_sweep_micro_batches`` per step, time-balanced cut), input free, once per
     calibration of each model at the paper's micro-batch: median [min-max]."""
     s = settings.scaling_settings("quick")
-    B = s["paper_micro_batch"]
+    B = s.paper_micro_batch
     lines = []
     for key, stem in (("resnet", "calibration_resnet34_224"), ("transformer", "calibration_transformer64x256")):
         paths = sorted(folder.glob(f"{stem}_{gpu}_mb{B}_run*.json"))
         if not paths:
             continue
-        t = pd.concat([ratio_table(BlockCosts.load(path).without_input(), s["ratio_stages"][key],
-                                   [s["stage_sweep_micro_batches"]], s["baselines"], B) for path in paths])
+        t = pd.concat([ratio_table(BlockCosts.load(path).without_input(), s.ratio_stages[key],
+                                   [s.stage_sweep_micro_batches], s.baselines, B) for path in paths])
         lines += ["", f"## {key}: by number of processors ({len(paths)} calibrations: median [min-max]; input "
-                      f"free, {s['stage_sweep_micro_batches']} micro-batches of {B} per step, time-balanced cut)", "",
-                  "| processors | " + " | ".join(f"local/{b}" for b in s["baselines"]) + " |",
-                  "|---|" + "---|" * len(s["baselines"])]
+                      f"free, {s.stage_sweep_micro_batches} micro-batches of {B} per step, time-balanced cut)", "",
+                  "| processors | " + " | ".join(f"local/{b}" for b in s.baselines) + " |",
+                  "|---|" + "---|" * len(s.baselines)]
         for S, part in t.groupby("stages"):
             g = part.groupby("baseline").ratio
             cells = [f"{g.median()[b]:.2f} [{g.min()[b]:.2f}-{g.max()[b]:.2f}]" if b in g.groups else "-"
-                     for b in s["baselines"]]
+                     for b in s.baselines]
             lines.append(f"| {S} | " + " | ".join(cells) + " |")
     return lines
 
@@ -83,29 +83,29 @@ def by_stages(folder: Path, gpu: str) -> list[str]:
 def markdown(df: pd.DataFrame, files: dict[int, list[Path]], command: str) -> str:
     s = settings.scaling_settings("quick")
     first = BlockCosts.load(next(iter(files.values()))[0])
-    paper_mb = s["paper_micro_batch"]
+    paper_mb = s.paper_micro_batch
     lines = [f"# The paper's setting, simulated with per-block costs measured on {first.hardware}", "",
-             f"ResNet-34 at 224x224, 1000 classes, {s['paper_stages']} processors, {s['paper_micro_batches']} "
+             f"ResNet-34 at 224x224, 1000 classes, {s.paper_stages} processors, {s.paper_micro_batches} "
              f"micro-batches per step, communication free. Each number: local's simulated samples/s over the "
              f"baseline's. Calibrations: {first.note}. Made with `{command}`.", "",
              f"## Micro-batch {paper_mb}, {len(files.get(paper_mb, []))} calibrations: median [min-max]", "",
-             "| input | cut | " + " | ".join(f"local/{b}" for b in s["baselines"]) + " |",
-             "|---|---|" + "---|" * len(s["baselines"])]
+             "| input | cut | " + " | ".join(f"local/{b}" for b in s.baselines) + " |",
+             "|---|---|" + "---|" * len(s.baselines)]
     at = df[df.micro_batch == paper_mb]
     for (inp, cut), part in at.groupby(["input", "cut"], sort=False):
         g = part.groupby("baseline").ratio
         lines.append(f"| {inp} | {cut} | " + " | ".join(
-            f"{g.median()[b]:.2f} [{g.min()[b]:.2f}-{g.max()[b]:.2f}]" for b in s["baselines"]) + " |")
+            f"{g.median()[b]:.2f} [{g.min()[b]:.2f}-{g.max()[b]:.2f}]" for b in s.baselines) + " |")
     lines += ["", "## By micro-batch size (one calibration each, input free, cut `blocks`)", "",
               "| micro-batch | net forward ms | net backward ms | input ms | "
-              + " | ".join(f"local/{b}" for b in s["baselines"]) + " |",
-              "|---|---|---|---|" + "---|" * len(s["baselines"])]
+              + " | ".join(f"local/{b}" for b in s.baselines) + " |",
+              "|---|---|---|---|" + "---|" * len(s.baselines)]
     for B, paths in files.items():
         bc = BlockCosts.load(paths[0])
         part = df[(df.calibration == paths[0].name) & (df.input == "free") & (df.cut == "blocks")]
         r = dict(zip(part.baseline, part.ratio))
         lines.append(f"| {B} | {sum(bc.forward) * 1e3:.2f} | {sum(bc.backward) * 1e3:.2f} | {bc.data * 1e3:.2f} | "
-                     + " | ".join(f"{r[b]:.2f}" if b in r else "-" for b in s["baselines"]) + " |")
+                     + " | ".join(f"{r[b]:.2f}" if b in r else "-" for b in s.baselines) + " |")
     return "\n".join(lines) + "\n"
 
 

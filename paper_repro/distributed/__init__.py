@@ -1,5 +1,6 @@
 """Multi-process pipelines: local parallelism vs pipelined backprop vs DDP (see docs/pipeline.md).
 
+* :mod:`.fields`    the fields of a run and their defaults, without torch (:class:`.fields.PipelineFields`)
 * :mod:`.config`    the run's config (:class:`PipelineConfig`) and its checks
 * :mod:`.inputs`    data or synthetic inputs, the micro-batch stream, the learner every process builds
 * :mod:`.split`     the stage cut (exact min-max partition), boundary shapes and FLOPs
@@ -14,14 +15,37 @@
 * :mod:`.run`       the per-process worker (``torchrun -m paper_repro.distributed.run``)
 * :mod:`.launch`    the package launcher (one local process per stage)
 * :mod:`.torchrun`  ``torchrun`` for several nodes, ending a failed rendezvous or stage in one line
+* :mod:`.arguments` the options of ``bench pipeline`` and of the worker, without torch;
+  :mod:`.options` the configs they expand to
 * :mod:`.bench`     ``paper-repro bench pipeline``; :mod:`.report` tables, targets, figures
-"""
-from .config import BALANCES, DEVICES, DTYPES, OPTIMIZERS, SCHEDULES, PipelineConfig
-from .inputs import build_learner, data_spec, label_info, micro_batches, synthetic_batches
-from .split import BlockInfo, StagePlan, balanced_split, boundary_info, boundary_records, plan_stages
-from .timing import module_times, predicted_comm, time_split
 
-__all__ = ["BALANCES", "DEVICES", "DTYPES", "OPTIMIZERS", "SCHEDULES", "PipelineConfig",
-           "build_learner", "data_spec", "label_info", "micro_batches", "synthetic_batches",
-           "BlockInfo", "StagePlan", "balanced_split", "boundary_info", "boundary_records", "plan_stages",
-           "module_times", "predicted_comm", "time_split"]
+Importing the package loads no torch: the parser takes its options from :mod:`.arguments`
+alone. The names below that need torch are loaded from their modules on first use.
+"""
+import importlib
+
+from ..names import CUTS as BALANCES
+from ..names import DEVICES, OPTIMIZERS
+from ..names import RUN_SCHEDULES as SCHEDULES
+
+# name -> the module that defines it (each imports torch, so it loads on first use)
+_LAZY = {name: module for module, names in {
+    "config": ("DTYPES", "PipelineConfig"),
+    "inputs": ("build_learner", "data_spec", "label_info", "micro_batches", "synthetic_batches"),
+    "split": ("BlockInfo", "StagePlan", "balanced_split", "boundary_info", "boundary_records", "plan_stages"),
+    "timing": ("module_times", "predicted_comm", "time_split"),
+}.items() for name in names}
+
+__all__ = ["BALANCES", "DEVICES", "OPTIMIZERS", "SCHEDULES", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -20,7 +20,7 @@ from .launch import check_gpus, launch
 from .run import prepare, timed_update_every
 from .config import MULTI_STAGE, PipelineConfig
 from .inputs import label_info
-from .options import configs_for
+from .options import configs_for, settings_dict
 from .split import boundary_records, stage_boundaries
 from .timing import predicted_comm
 
@@ -74,12 +74,18 @@ def measured_cut(cfg: PipelineConfig, apart: bool | None = None) -> tuple:
                                f"died before answering ({err})") from None
 
 
-def comm_by_size(settings: dict, processors, schedules=("local", "1f1b")) -> list[dict]:
+def comm_by_size(settings, processors=None, schedules=None) -> list[dict]:
     """:func:`comm_only` records for every number of ``processors`` x micro-batch size in
-    ``settings`` (model, image size, ``micro_batch`` list, ``micro_batches``, ...) x schedule."""
+    ``settings`` x schedule. ``settings``: a
+    :class:`~paper_repro.settings_types.CommunicationSettings` (its ``processors`` and
+    ``schedules`` unless given here) or a dict of PipelineConfig fields with a ``micro_batch``
+    list (schedules: local and 1f1b unless given)."""
+    fields = settings_dict(settings)
+    own_processors = fields.pop("processors", None)
+    schedules = tuple(schedules or fields.get("schedules") or ("local", "1f1b"))
     records = []
-    for p in processors:
-        records += comm_only(configs_for(dict(settings, stages=p), schedules=tuple(schedules)))
+    for p in own_processors if processors is None else processors:
+        records += comm_only(configs_for(dict(fields, stages=p), schedules=schedules))
     return records
 
 

@@ -25,12 +25,13 @@ import torch.distributed as dist
 from .. import methods
 from ..hardware import hardware_label
 from . import comm
+from .arguments import add_arguments
 from .baselines import run_pipelined_backprop
 from .config import DTYPES, MULTI_STAGE, PipelineConfig
 from .ddp import run_ddp
 from .inputs import build_learner, data_spec, label_info, micro_batches, prefetched
 from .local import keep_only, run_local
-from .options import add_arguments, configs_from_args
+from .options import configs_from_args
 from .replicas import Placement, place
 from ..report_table import format_table
 from .split import (balanced_split, boundary_info, boundary_records, plan_stages, stage_blocks,

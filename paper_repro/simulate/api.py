@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..distributed import PipelineConfig
+from ..distributed.config import PipelineConfig
 from ..names import DEFAULT_CUT
 from ..report_table import format_table as _format_table
 from .calibrate import BlockCosts, measure

@@ -49,7 +49,9 @@ import torch
 
 from ..blocknet import grad_input
 from ..build import make_optimizer
-from ..distributed import DTYPES, PipelineConfig, boundary_info, build_learner, data_spec, synthetic_batches
+from ..distributed.config import DTYPES, PipelineConfig
+from ..distributed.split import boundary_info
+from ..distributed.inputs import build_learner, data_spec, synthetic_batches
 from ..distributed.timing import synchronize
 
 

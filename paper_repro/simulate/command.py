@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from ..commands import check_writable
-from ..distributed import PipelineConfig
+from ..distributed.config import PipelineConfig
 from ..plots.simulate import plot_gantt
 from . import api
 from .engine import Link

@@ -24,7 +24,7 @@ split one batch per step, ``concat`` more.
 from __future__ import annotations
 
 from .. import methods
-from ..distributed import balanced_split
+from ..distributed.split import balanced_split
 from ..names import CUTS as BALANCES
 from ..names import DEFAULT_CUT, check_cut
 from .calibrate import BlockCosts

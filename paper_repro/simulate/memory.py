@@ -44,7 +44,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from ..blocknet import grad_input
-from ..distributed import DTYPES, PipelineConfig, build_learner, data_spec
+from ..distributed.config import DTYPES, PipelineConfig
+from ..distributed.inputs import build_learner, data_spec
 from ..distributed.memory import SavedTensorMeter
 from .schedules import base_schedule, in_flight_rank_peak, stages_per_rank, torch_order
 

@@ -21,7 +21,8 @@ import pandas as pd
 from pathlib import Path
 
 from .. import methods
-from ..distributed import PipelineConfig
+from ..distributed.config import PipelineConfig
+from ..settings_types import ScalingSettings
 from .calibrate import BlockCosts, measure
 from .costs import fresh_share, pieces, schedule_costs, uniform_costs
 from .engine import Link, simulate
@@ -91,11 +92,11 @@ def paper_setting(calibrations: list[BlockCosts], stages: int, micro_batches: in
                       .assign(calibration=i) for i, bc in enumerate(calibrations)], ignore_index=True)
 
 
-def paper_setting_ratios(calibrations: list[BlockCosts], s: dict) -> dict[str, list[float]]:
+def paper_setting_ratios(calibrations: list[BlockCosts], s: ScalingSettings) -> dict[str, list[float]]:
     """The paper's setting of the scaling settings ``s`` (``paper_stages``, ``paper_micro_batches``,
     ``paper_micro_batch``, ``baselines``), simulated once per calibration with ``bench pipeline``'s
     cut: baseline -> local's samples/s over the baseline's, one ratio per calibration."""
-    t = paper_setting(calibrations, s["paper_stages"], s["paper_micro_batches"], s["baselines"], s["paper_micro_batch"])
+    t = paper_setting(calibrations, s.paper_stages, s.paper_micro_batches, s.baselines, s.paper_micro_batch)
     return t.groupby("baseline", sort=False).ratio.apply(list).to_dict()
 
 
@@ -104,14 +105,14 @@ def spread(ratios: dict[str, list[float]]) -> pd.DataFrame:
     return pd.DataFrame({b: pd.Series(v).agg(["median", "min", "max"]) for b, v in ratios.items()}).T
 
 
-def models_and_costs(settings: dict, calibration_dir) -> tuple[dict, dict]:
-    """``({name: PipelineConfig}, {name: BlockCosts})`` of the study's two models ("resnet",
-    "transformer"): the costs cached in ``calibration_dir`` when ``settings["calibrations"]``
-    names files, else measured on ``settings["device"]`` now."""
-    configs = {name: PipelineConfig(**settings[name], micro_batch=settings["micro_batch"], device=settings["device"])
-               for name in ("resnet", "transformer")}
-    if settings["calibrations"]:
-        costs = {name: BlockCosts.load(Path(calibration_dir) / file) for name, file in settings["calibrations"].items()}
+def models_and_costs(settings: ScalingSettings, calibration_dir) -> tuple[dict, dict]:
+    """``({name: PipelineConfig}, {name: BlockCosts})`` of the study's models (``settings.models``:
+    "resnet", "transformer"): the costs cached in ``calibration_dir`` when
+    ``settings.calibrations`` names files, else measured on ``settings.device`` now."""
+    configs = {name: PipelineConfig(**model.config_fields(), micro_batch=settings.micro_batch, device=settings.device)
+               for name, model in settings.models.items()}
+    if settings.calibrations:
+        costs = {name: BlockCosts.load(Path(calibration_dir) / file) for name, file in settings.calibrations.items()}
     else:
         costs = {name: measure(cfg) for name, cfg in configs.items()}
     return configs, costs

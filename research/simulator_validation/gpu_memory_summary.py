@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from paper_repro import methods
-from paper_repro.distributed import PipelineConfig
+from paper_repro.distributed.config import PipelineConfig
 from .memcheck import read_table, worst_stage
 from paper_repro.simulate.memory import MetaNet, stage_memory
 

@@ -39,7 +39,8 @@ import torch
 
 from paper_repro import methods
 from paper_repro.build import make_optimizer
-from paper_repro.distributed import PipelineConfig, build_learner, data_spec, synthetic_batches
+from paper_repro.distributed.config import PipelineConfig
+from paper_repro.distributed.inputs import build_learner, data_spec, synthetic_batches
 from paper_repro.distributed.baselines import StageModule
 from paper_repro.distributed.memory import SavedTensorMeter, saved_bytes_of
 from paper_repro.simulate.memory import MetaNet, stage_memory

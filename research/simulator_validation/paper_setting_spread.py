@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from paper_repro import settings
-from paper_repro.distributed import PipelineConfig
+from paper_repro.distributed.config import PipelineConfig
 from paper_repro.hardware import cpu_model
 from paper_repro.simulate.calibrate import BlockCosts, measure
 from paper_repro.simulate.scaling import ratio_table
@@ -45,8 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, help="output path without suffix")
     args = ap.parse_args(argv)
     s = settings.scaling_settings("quick")
-    cfg = PipelineConfig(**s["resnet"], stages=s["paper_stages"], micro_batch=s["paper_micro_batch"],
-                         micro_batches=s["paper_micro_batches"], threads=1).validate()
+    cfg = PipelineConfig(**s.models["resnet"].config_fields(), stages=s.paper_stages, micro_batch=s.paper_micro_batch,
+                         micro_batches=s.paper_micro_batches, threads=1).validate()
     before, t0 = machine_note(), time.time()
     calibrations = {"cached (notebook 08)": BlockCosts.load(CACHED)}
     stored = sorted(CACHED.parent.glob(f"{CACHED.stem}_run*.json"), key=run_number)
@@ -64,8 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, bc in calibrations.items():
         model = re.search(r"CPU model (.+)$", bc.note or "")
         for balance in ("blocks", "time"):
-            table = ratio_table(bc, [s["paper_stages"]], [s["paper_micro_batches"]], s["baselines"],
-                                s["paper_micro_batch"], balance=balance)
+            table = ratio_table(bc, [s.paper_stages], [s.paper_micro_batches], s.baselines,
+                                s.paper_micro_batch, balance=balance)
             rows.append({"calibration": name, "cpu_model": model.group(1) if model else "not recorded",
                          "cut": balance, "net_forward_s": sum(bc.forward),
                          "net_backward_s": sum(bc.backward),
@@ -74,8 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     df.to_csv(f"{args.out}.csv", index=False)
     ratio_cols = [c for c in df.columns if c.startswith("local/")]
     lines = ["# The paper's setting, simulated with several calibrations", "",
-             f"ResNet-34 at 224x224, 1000 classes, {s['paper_stages']} processors, micro-batch "
-             f"{s['paper_micro_batch']}, {s['paper_micro_batches']} per step, communication free (as notebook 08). "
+             f"ResNet-34 at 224x224, 1000 classes, {s.paper_stages} processors, micro-batch "
+             f"{s.paper_micro_batch}, {s.paper_micro_batches} per step, communication free (as notebook 08). "
              f"Each row: local's simulated samples/s over a baseline's. `blocks`: bench pipeline's cut; `time`: the "
              f"cut balancing the calibration's measured time. New calibrations: best of {args.reps} rounds per "
              f"block, one thread, one after the other on {before} ({time.time() - t0:.0f} s in all); stored ones: "

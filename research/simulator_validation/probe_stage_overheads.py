@@ -32,7 +32,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from paper_repro.build import make_optimizer
-from paper_repro.distributed import PipelineConfig, build_learner, data_spec, synthetic_batches
+from paper_repro.distributed.config import PipelineConfig
+from paper_repro.distributed.inputs import build_learner, data_spec, synthetic_batches
 from paper_repro.distributed.baselines import StageModule
 from .linkcal import _free_port
 from .validate import machine_note

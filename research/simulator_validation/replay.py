@@ -41,7 +41,8 @@ import torch
 import torch.multiprocessing as mp
 
 from paper_repro.build import make_optimizer
-from paper_repro.distributed import PipelineConfig, build_learner, data_spec, synthetic_batches
+from paper_repro.distributed.config import PipelineConfig
+from paper_repro.distributed.inputs import build_learner, data_spec, synthetic_batches
 from paper_repro.distributed.baselines import StageModule
 from paper_repro.distributed.memory import SavedTensorMeter
 from paper_repro.distributed.timing import synchronize

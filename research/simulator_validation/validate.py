@@ -34,7 +34,7 @@ from paper_repro import methods
 from paper_repro.cli import add_simulate
 from paper_repro.cliargs import float_list, non_negative_int, positive_int
 from paper_repro.simulate import api
-from paper_repro.distributed import PipelineConfig
+from paper_repro.distributed.config import PipelineConfig
 from paper_repro.distributed.bench import run_pipeline
 from paper_repro.distributed.report import median_records
 from paper_repro.hardware import hardware_label

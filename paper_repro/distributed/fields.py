@@ -1,0 +1,93 @@
+"""What one pipeline run is made of: the fields of :class:`PipelineFields`, with their defaults.
+
+Nothing here imports torch: the parser of ``paper-repro bench pipeline`` and ``simulate``
+(:mod:`.arguments`, :mod:`paper_repro.cli`) take their defaults from here and answer
+``--help`` at once. :class:`.config.PipelineConfig` adds the checks, which need torch.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ..fields import DataFields, ModelFields, OptimFields
+from ..names import DEFAULT_CUT
+
+
+@dataclass
+class PipelineFields(ModelFields, DataFields, OptimFields):
+    """One benchmark run: a model cut into ``stages`` processes, trained with ``schedule``.
+
+    ``method`` is the local-learning method of the ``local`` schedule (default
+    ``chunked-{stages}``: one local module per stage, as in the paper); the other schedules
+    train with backprop but use the stage cut that ``method`` and ``split`` give. ``split``
+    lists the first local module of stages 1..S-1; without it the cut balances ``balance``:
+    ``"time"`` (default: forward + backward + optimizer step of each local module on one
+    micro-batch and the send of a stage's output, measured once before the run;
+    :func:`.timing.time_split`), ``"flops"`` (forward FLOPs of blocks and heads) or ``"blocks"``
+    (as many blocks per stage as ``chunked-{stages}`` gives). The schedules of ``MULTI_STAGE`` hold two stages per process (Interleaved 1F1B and
+    interleaved zero bubble: stages ``r`` and ``r + S``; ZBV and DualPipeV: ``r`` and
+    ``2S - 1 - r``); ``block_split`` lists the first block of their stages 1..2S-1 (without
+    it, the ``balance`` cut of the net's blocks: :func:`.timing.block_split` for ``"time"``).
+    A step is ``micro_batches`` micro-batches of ``micro_batch`` samples; the first
+    ``warmup_steps`` steps are not timed.
+    ``update_every``: the local pipeline's stages step their optimizers every this many
+    micro-batches (gradients averaged over them); 1 = after every micro-batch (reported as
+    ``local``), ``micro_batches`` = once per step, the pipelined-backprop schedules' optimizer
+    semantics (reported as ``local/M``).
+    ``dp``: each stage runs as ``dp`` replicas (``stages * dp`` processes, rank
+    ``replica * stages + stage``), each reading its own micro-batches; the replicas of a stage
+    average their gradients before every optimizer step (DDP over the stage's process group),
+    so a step sees ``dp * micro_batch`` samples per micro-batch.
+    ``timeout`` bounds every message, ``init_timeout`` the start-up (reaching the rendezvous
+    store and waiting for every stage to join), ``heartbeat_timeout`` a silent peer.
+    Model, data and optimizer fields: :mod:`paper_repro.fields`.
+    """
+    schedule: str = "local"
+    method: str | None = None
+    stages: int = 2
+    split: list[int] | None = None
+    balance: str = DEFAULT_CUT
+    block_split: list[int] | None = None
+    dp: int = 1
+    micro_batch: int = 8
+    micro_batches: int = 16
+    steps: int = 3
+    warmup_steps: int = 1
+    dataset: str = "synthetic"      # a data set of paper_repro.data, or synthetic inputs:
+    image_size: int = 32            # synthetic images: image_size x image_size,
+    channels: int = 3               # with this many channels,
+    num_classes: int = 10           # and classes (the vocabulary size for the Transformer)
+    seq_len: int = 64               # synthetic token windows
+    seed: int = 0
+    dtype: str = "float32"
+    device: str = "cpu"
+    threads: int | None = None
+    max_in_flight: int = 2
+    update_every: int = 1
+    timeout: float = 300.0
+    heartbeat_timeout: float = 30.0
+    init_timeout: float = 300.0
+    save_params: str | None = None
+    prefetch: str = "auto"          # draw stage 0's inputs ahead in a thread: auto = on GPUs only
+
+    @property
+    def prefetches(self) -> bool:
+        """Whether stage 0 draws its inputs ahead in a background thread, as a data loader's
+        workers would (``auto``: on a GPU, where drawing on the host is as long as a stage's
+        compute; not on a CPU, whose cores the stages use)."""
+        return self.prefetch == "on" or (self.prefetch == "auto" and self.device == "cuda")
+
+    @property
+    def local_method(self) -> str:
+        return self.method or f"chunked-{self.stages}"
+
+    @property
+    def total_micro_batches(self) -> int:
+        return (self.warmup_steps + self.steps) * self.micro_batches
+
+    @property
+    def processes(self) -> int:
+        return self.stages * self.dp
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)

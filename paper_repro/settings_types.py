@@ -1,0 +1,132 @@
+"""The types of the pipeline, communication and scaling settings of :mod:`paper_repro.settings`.
+
+Each is a frozen dataclass, read by attribute (``s.micro_batch``): a misspelt name fails where
+it is written, not deep in a run. Nothing here imports torch. Lists inside are the caller's
+own copies (:mod:`paper_repro.settings` hands out fresh ones); change a field with
+:func:`dataclasses.replace`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    """The runs of ``bench pipeline`` that notebook 04 makes at one profile (expanded into
+    configs by :func:`paper_repro.distributed.options.configs_for`).
+
+    * ``model``, ``model_kwargs``: the network (a built-in name) and its keyword arguments
+    * ``image_size``, ``num_classes``: the synthetic images' side in pixels and the classes
+    * ``stages``: processes, one stage each
+    * ``micro_batch``: the micro-batch sizes (samples), each run in turn
+    * ``micro_batches``: micro-batches per step
+    * ``steps``, ``warmup_steps``: timed steps, and untimed steps before them
+    * ``device``: ``cpu`` (gloo) or ``cuda`` (nccl)
+    * ``repeats``: every run this many times, interleaved (the tables show medians)
+    * ``schedules``: the run names (``bench pipeline --schedule``); None: every one
+    """
+    model: str
+    model_kwargs: dict
+    image_size: int
+    num_classes: int
+    stages: int
+    micro_batch: list[int]
+    micro_batches: int
+    steps: int
+    warmup_steps: int
+    device: str
+    repeats: int = 1
+    schedules: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class CommunicationSettings:
+    """The communication figure of notebook 04: bytes per step counted from the boundary
+    tensors' shapes (no training), by :func:`paper_repro.distributed.bench.comm_by_size`.
+
+    * ``model``, ``model_kwargs``, ``image_size``, ``num_classes``: the network and its inputs
+    * ``dtype``: the activations' dtype (a torch dtype name)
+    * ``micro_batch``: the micro-batch sizes (samples)
+    * ``micro_batches``: micro-batches per step
+    * ``processors``: the stage counts the network is cut into
+    * ``schedules``: the run names compared
+    """
+    model: str
+    model_kwargs: dict
+    image_size: int
+    num_classes: int
+    dtype: str
+    micro_batch: list[int]
+    micro_batches: int
+    processors: list[int]
+    schedules: list[str]
+
+
+@dataclass(frozen=True)
+class SimulatedModel:
+    """One network of the scaling study, as :class:`~paper_repro.distributed.PipelineConfig`
+    fields: ``model`` (a built-in name), ``num_classes`` (classes, or the Transformer's
+    vocabulary), ``model_kwargs``, and the inputs' ``image_size`` or ``seq_len`` (None: the
+    config's default, for the field the model does not read)."""
+    model: str
+    num_classes: int
+    model_kwargs: dict = field(default_factory=dict)
+    image_size: int | None = None
+    seq_len: int | None = None
+
+    def config_fields(self) -> dict:
+        """The fields to build a ``PipelineConfig`` with (those left None are left out)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
+class ScalingSettings:
+    """The simulated scaling study of notebook 08 (:mod:`paper_repro.simulate.scaling`) at one
+    profile. Per-model fields are keyed like ``models``: ``"resnet"``, ``"transformer"``.
+
+    * ``models``: the two networks simulated
+    * ``device``: where per-block costs are measured when none are cached
+    * ``calibrations``: cached per-block cost files per model (in the notebook's calibration
+      folder), or None: measure them on ``device``
+    * ``micro_batch``: samples per micro-batch of the sweeps
+    * ``memory_stages``, ``memory_micro_batches``, ``memory_schedules``: the memory table's
+      stage counts, micro-batches per step and schedules
+    * ``baselines``: the pipelined-backprop schedules local parallelism is compared with
+    * ``ratio_stages``: per model, the processor counts of the throughput-vs-processors sweep
+    * ``stage_sweep_micro_batches``: micro-batches per step in that sweep
+    * ``micro_batch_sweep_stages``: per model, the processors of the throughput-vs-micro-batches sweep
+    * ``micro_batches``: micro-batches per step in that sweep
+    * ``paper_ratio``: the paper's reported local / pipelined-backprop throughput ratio
+    * ``paper_stages``, ``paper_micro_batch``, ``paper_micro_batches``: the paper's setting
+      (processors, samples per micro-batch, micro-batches per step)
+    * ``paper_calibrations``: the cached ResNet cost files the paper's setting is simulated
+      with (their spread is shown), or None: the one measured
+    * ``paper_calibrations_gpu``: the same setting's cost files measured on a GPU
+      (``tools/gpu_calibrate.py``)
+    * ``gantt_schedules``, ``gantt_micro_batches``: the one-step charts' schedules and
+      micro-batches
+    * ``validation``: the committed comparisons of the simulator with repeated real runs
+      (CSV files in the calibration folder)
+    """
+    models: dict[str, SimulatedModel]
+    device: str
+    calibrations: dict[str, str] | None
+    micro_batch: int
+    memory_stages: list[int]
+    memory_micro_batches: list[int]
+    memory_schedules: list[str]
+    baselines: list[str]
+    ratio_stages: dict[str, list[int]]
+    stage_sweep_micro_batches: int
+    micro_batch_sweep_stages: dict[str, int]
+    micro_batches: list[int]
+    paper_ratio: float
+    paper_stages: int
+    paper_micro_batch: int
+    paper_micro_batches: int
+    paper_calibrations: list[str] | None
+    paper_calibrations_gpu: list[str]
+    gantt_schedules: list[str]
+    gantt_micro_batches: int
+    validation: list[str]
