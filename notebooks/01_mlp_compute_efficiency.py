@@ -133,7 +133,7 @@ S.tables.headline
 # within 20% of the median over rules.
 
 # %%
-sensitivity = analysis.sensitivity(S.records, S.targets, S.sensitivity_rules)
+sensitivity = S.sensitivity()
 spread = analysis.sensitivity_spread(sensitivity)
 spread
 
@@ -145,11 +145,8 @@ spread
 # target under that rule.
 
 # %%
-regime = analysis.regime_by_rule(S.records, S.targets, S.sensitivity_rules)
-if profile != "quick":
-    analysis.save_tables(S.root, dict(headline=S.tables.headline, critical_batch=S.tables.critical,
-                                      steps_vs_batch=S.tables.steps_vs_batch, sensitivity=sensitivity,
-                                      sensitivity_spread=spread, regime_by_rule=regime))
+regime = S.regime()
+S.save(sensitivity=sensitivity, sensitivity_spread=spread, regime_by_rule=regime)  # cpu/full: CSV files beside the store's points
 regime
 
 # %% [markdown]
@@ -160,9 +157,7 @@ regime
 # little; the README reports the `cpu` profile.
 
 # %%
-claims = analysis.claims_table(S.tables.headline, 10, "MLP: fewer sequential compute steps than backprop (high-compute regime)")
-claims.assign(profile=profile, rule=S.rule, model=S.labels[0], data=S.labels[1], hardware=plots.hardware_label(device),
-              runs=S.records.point_id.nunique(), seeds=S.records.seed.nunique())
+S.claims(10, "MLP: fewer sequential compute steps than backprop (high-compute regime)")
 
 # %% [markdown]
 # ## Speedup against the number of local modules (study `mlp-deep`)
@@ -194,7 +189,6 @@ if study == "mlp-deep":
 if profile == "quick":
     problems = S.problems()
     assert not problems, problems
-    assert (S.tables.headline.high_compute_speedup > 0).all(), S.tables.headline
     ratios = analysis.cost_table(S.records).critical_path_vs_backprop.drop("backprop")
     assert (ratios > 1).all() and ratios.idxmax() == "greedy", ratios
     assert len(regime) == len(S.targets) * len(S.sensitivity_rules), regime

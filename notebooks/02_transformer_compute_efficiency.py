@@ -127,12 +127,9 @@ S.tables.headline
 # within 20% of the median over rules.
 
 # %%
-sensitivity = analysis.sensitivity(S.records, S.targets, S.sensitivity_rules)
+sensitivity = S.sensitivity()
 spread = analysis.sensitivity_spread(sensitivity)
-if profile != "quick":
-    analysis.save_tables(S.root, dict(headline=S.tables.headline, critical_batch=S.tables.critical,
-                                      steps_vs_batch=S.tables.steps_vs_batch, sensitivity=sensitivity,
-                                      sensitivity_spread=spread))
+S.save(sensitivity=sensitivity, sensitivity_spread=spread)  # cpu/full: CSV files beside the store's points
 spread
 
 # %% [markdown]
@@ -143,9 +140,7 @@ spread
 # little; the README reports the `cpu` profile.
 
 # %%
-claims = analysis.claims_table(S.tables.headline, 2, "Transformer: fewer sequential compute steps than backprop (high-compute regime)")
-claims.assign(profile=profile, rule=S.rule, model=S.labels[0], data=S.labels[1], hardware=plots.hardware_label(device),
-              runs=S.records.point_id.nunique(), seeds=S.records.seed.nunique())
+S.claims(2, "Transformer: fewer sequential compute steps than backprop (high-compute regime)")
 
 # %% [markdown]
 # ## Checks
@@ -158,4 +153,3 @@ claims.assign(profile=profile, rule=S.rule, model=S.labels[0], data=S.labels[1],
 if profile == "quick":
     problems = S.problems()
     assert not problems, problems
-    assert (S.tables.headline.high_compute_speedup > 0).all(), S.tables.headline

@@ -128,12 +128,9 @@ S.tables.headline
 # within 20% of the median over rules.
 
 # %%
-sensitivity = analysis.sensitivity(S.records, S.targets, S.sensitivity_rules)
+sensitivity = S.sensitivity()
 spread = analysis.sensitivity_spread(sensitivity)
-if profile != "quick":
-    analysis.save_tables(S.root, dict(headline=S.tables.headline, critical_batch=S.tables.critical,
-                                      steps_vs_batch=S.tables.steps_vs_batch, sensitivity=sensitivity,
-                                      sensitivity_spread=spread))
+S.save(sensitivity=sensitivity, sensitivity_spread=spread)  # cpu/full: CSV files beside the store's points
 spread
 
 # %% [markdown]
@@ -144,9 +141,7 @@ spread
 # little; the README reports the `cpu` profile.
 
 # %%
-claims = analysis.claims_table(S.tables.headline, None, "ResNet: fewer sequential compute steps than backprop")
-claims.assign(profile=profile, rule=S.rule, model=S.labels[0], data=S.labels[1], hardware=plots.hardware_label(device),
-              runs=S.records.point_id.nunique(), seeds=S.records.seed.nunique())
+S.claims(None, "ResNet: fewer sequential compute steps than backprop")
 
 # %% [markdown]
 # ## Checks
@@ -159,4 +154,3 @@ claims.assign(profile=profile, rule=S.rule, model=S.labels[0], data=S.labels[1],
 if profile == "quick":
     problems = S.problems()
     assert not problems, problems
-    assert (S.tables.headline.high_compute_speedup > 0).all(), S.tables.headline

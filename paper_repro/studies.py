@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import analysis, settings, sweep
+from .hardware import hardware_label
 from .plots.labels import figure_title, grid_labels
 
 # the number of each study's notebook: its figures are named NN_<study>_<what>_<profile>.png
@@ -68,6 +69,31 @@ class Study:
         if not ((head.max_speedup > 0).all() and (head.high_compute_speedup > 0).all()):
             out.append("a speedup is not positive")
         return out
+
+    def sensitivity(self) -> pd.DataFrame:
+        """The headline under every reading rule of ``sensitivity_rules`` (:func:`analysis.sensitivity`)."""
+        return analysis.sensitivity(self.records, self.targets, self.sensitivity_rules)
+
+    def regime(self) -> pd.DataFrame:
+        """Backprop's steps at the second-largest batch over the largest, per rule and target
+        (:func:`analysis.regime_by_rule`)."""
+        return analysis.regime_by_rule(self.records, self.targets, self.sensitivity_rules)
+
+    def claims(self, paper: float | None, claim: str) -> pd.DataFrame:
+        """The paper's ``claim`` (its factor ``paper``, None: it states none) beside this
+        measurement at the lowest target, with the profile, rule, model, data, hardware, runs
+        and seeds it comes from."""
+        return analysis.claims_table(self.tables.headline, paper, claim).assign(
+            profile=self.profile, rule=self.rule, model=self.labels[0], data=self.labels[1],
+            hardware=hardware_label(self.device), runs=self.records.point_id.nunique(),
+            seeds=self.records.seed.nunique())
+
+    def save(self, **tables: pd.DataFrame) -> None:
+        """Keep the headline, critical-batch and steps-vs-batch tables, and ``tables``, as CSV
+        files beside the store's points (cpu/full only: the quick profile's store is temporary)."""
+        if self.profile != "quick":
+            analysis.save_tables(self.root, dict(headline=self.tables.headline, critical_batch=self.tables.critical,
+                                                 steps_vs_batch=self.tables.steps_vs_batch, **tables))
 
     def summary(self) -> str:
         df = self.records
