@@ -172,9 +172,11 @@ S.claims(10, "MLP: fewer sequential compute steps than backprop (high-compute re
 if study == "mlp-deep":
     M = studies.modules_study(profile, results_dir=results_dir, data_dir=data_dir, device=device, workers=workers,
                               train_missing=train_missing)
-    display(M.table.round(3))
-    fig = plots.efficiency.plot_speedup_vs_modules(M.table, M.title("Speedup at the high-compute end vs depth"))
-    plots.save_figure(fig, S.figure("speedup_vs_modules"), figures_dir);
+    print("\n".join(M.missing))
+    if len(M.table):
+        display(M.table.round(3))
+        fig = plots.efficiency.plot_speedup_vs_modules(M.table, M.title("Speedup at the high-compute end vs depth"))
+        plots.save_figure(fig, S.figure("speedup_vs_modules"), figures_dir);
 
 # %% [markdown]
 # ## Checks

@@ -58,3 +58,15 @@ def test_sweep_command_runs_every_depth_of_the_modules_study(monkeypatch, tmp_pa
     names = [g.name for g in settings.module_grids("quick").values()]
     assert [name for name, _ in ran] == names and [root.name for _, root in ran] == names
     assert capsys.readouterr().err.count("critical path") == len(names)
+
+
+def test_reading_names_the_depths_whose_store_is_not_there_yet(monkeypatch, tmp_path):
+    monkeypatch.setitem(settings._MODULES, "cpu", dict(TINY, depths=[2]))
+    monkeypatch.setitem(settings.STUDIES, "mlp-modules", ("quick", "cpu"))
+    monkeypatch.setitem(settings._ANALYSIS, ("mlp-modules", "cpu"), dict(rule="eval", rules=["eval"],
+                                                                         targets=[1.8]))
+    study = studies.modules_study("cpu", results_dir=tmp_path, train_missing=False)
+    assert study.table.empty and len(study.missing) == 1
+    assert "depth 2" in study.missing[0] and "mlp_depth2_tiny" in study.missing[0]
+    assert "paper-repro sweep mlp-modules --profile cpu" in study.missing[0]
+    assert not (tmp_path / "mlp_depth2_tiny").exists()    # reading trains nothing
