@@ -65,10 +65,10 @@ _GRIDS = {
         description="8x64 MLP on sklearn digits (64 inputs), 100 steps per point"),
     ("transformer", "quick"): dict(
         name="transformer_text_quick", model="transformer", dataset="text",
-        model_kwargs=dict(d_model=32, n_layers=4, n_heads=2), data_kwargs=dict(seq_len=32),
+        model_kwargs=dict(d_model=32, n_layers=4, n_heads=2), data_kwargs=dict(seq_len=16),
         methods=["backprop", "greedy", "chunked-2"], batch_sizes=[4, 16, 64], lrs=[3e-3], seeds=[0, 1], steps=100,
-        eval_examples=64, eval_every_examples=64, train_eval_examples=128,
-        description="4-layer d=32 Transformer on pydoc text (bytes), 100 steps"),
+        eval_examples=64, eval_every_examples=128, train_eval_examples=128,
+        description="4-layer d=32 Transformer on 16-byte windows of pydoc text, 100 steps"),
     ("resnet", "quick"): dict(
         name="resnet_digits_quick", model="resnet18", dataset="digits", model_kwargs=dict(width=8),
         methods=["backprop", "greedy", "chunked-3"], batch_sizes=[8, 32, 128], lrs=[3e-3], seeds=[0, 1], steps=50,
