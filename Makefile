@@ -1,5 +1,5 @@
 # The two commands:  make figures   (run every notebook, quick profile -> figures/)
-#                    make test      (unit tests + the notebooks under nbval)
+#                    make test      (unit tests + the notebooks under nbval, in 2 processes)
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -11,7 +11,7 @@ all: test
 
 help:
 	@echo "make figures   run notebooks/*.ipynb with the quick profile, writing figures/"
-	@echo "make test      unit tests, then the notebooks under pytest --nbval-lax"
+	@echo "make test      unit tests and the notebooks under pytest --nbval-lax, JOBS=2 processes"
 	@echo "make check-figures  fail if running the notebooks changed figures/ (after make figures or make test)"
 	@echo "make lab       open the notebooks in JupyterLab"
 	@echo "make lock      re-resolve requirements.lock from pyproject.toml"
