@@ -59,10 +59,11 @@ _GRIDS = {
         eval_every_examples=128, train_eval_examples=500,
         description="4x128 MLP on sklearn digits, 150 steps per point"),
     ("mlp-deep", "quick"): dict(
-        name="mlp_deep_digits_quick", model="mlp", dataset="digits", model_kwargs=dict(depth=8, width=64),
+        name="mlp_deep_ln_digits_quick", model="mlp", dataset="digits",
+        model_kwargs=dict(depth=8, width=64, layer_norm=True),
         methods=["backprop", "greedy", "chunked-2"], batch_sizes=[16, 64, 256], lrs=[3e-3], seeds=[0, 1],
         steps=100, eval_examples=360, eval_every_examples=128, train_eval_examples=500,
-        description="8x64 MLP on sklearn digits (64 inputs), 100 steps per point"),
+        description="8x64 MLP with LayerNorm on sklearn digits (64 inputs), 100 steps per point"),
     ("transformer", "quick"): dict(
         name="transformer_text_quick", model="transformer", dataset="text",
         model_kwargs=dict(d_model=32, n_layers=4, n_heads=2), data_kwargs=dict(seq_len=16),
@@ -84,15 +85,15 @@ _GRIDS = {
         description="6x256 MLP on the full CIFAR-10 training set at 16x16 px; each run stops at "
                     "training-subset loss 1.35 or its step cap"),
     ("mlp-deep", "cpu"): dict(
-        name="mlp_deep_cifar10_8px_cpu", model="mlp", dataset="cifar10",
-        model_kwargs=dict(depth=10, width=256), data_kwargs=dict(max_test=2000, image_size=8),
+        name="mlp_deep_ln_cifar10_8px_cpu", model="mlp", dataset="cifar10",
+        model_kwargs=dict(depth=10, width=256, layer_norm=True), data_kwargs=dict(max_test=2000, image_size=8),
         methods=["backprop", "greedy", "chunked-3", "chunked-2", "overlapping"],
         batch_sizes=[32, 128, 512, 1024, 2048, 4096, 8192, 16384],
         lrs=[3e-4, 1e-3, 3e-3, 1e-2], extra_lrs={32: [1e-4], 128: [1e-4]}, seeds=[0, 1], steps=20000,
-        examples=500_000, min_steps=200, eval_every_examples=4096, train_eval_examples=2000, stop_loss=1.6,
+        examples=500_000, min_steps=200, eval_every_examples=4096, train_eval_examples=2000, stop_loss=1.3,
         stop_overshoot=0.25, eval_examples=2000,
-        description="10x256 MLP on the full CIFAR-10 training set at 8x8 px (192 inputs); each run stops 25% "
-                    "past training-subset loss 1.6 (in examples) or at its step cap"),
+        description="10x256 MLP with LayerNorm on the full CIFAR-10 training set at 8x8 px (192 inputs); each run "
+                    "stops 25% past training-subset loss 1.3 (in examples) or at its step cap"),
     ("transformer", "cpu"): dict(
         name="transformer_text_tokens_cpu", model="transformer", dataset="text",
         model_kwargs=dict(d_model=32, n_layers=4, n_heads=2), data_kwargs=dict(seq_len=16),
@@ -142,18 +143,20 @@ _GRIDS = {
 # "grid" is a Grid with "{depth}" in its name; the depth goes into model_kwargs.
 _MODULES = {
     "quick": dict(depths=[2, 4, 8], grid=dict(
-        name="mlp_depth{depth}_digits_quick", model="mlp", dataset="digits", model_kwargs=dict(width=64),
+        name="mlp_ln_depth{depth}_digits_quick", model="mlp", dataset="digits",
+        model_kwargs=dict(width=64, layer_norm=True),
         methods=["backprop", "greedy", "chunked-2"], batch_sizes=[64, 256], lrs=[3e-3], seeds=[0, 1], steps=60,
         eval_examples=360, eval_every_examples=128, train_eval_examples=500,
-        description="{depth}x64 MLP on sklearn digits, 60 steps per point")),
+        description="{depth}x64 MLP with LayerNorm on sklearn digits, 60 steps per point")),
     "cpu": dict(depths=[4, 8, 16], grid=dict(
-        name="mlp_depth{depth}_cifar10_8px_cpu", model="mlp", dataset="cifar10", model_kwargs=dict(width=256),
+        name="mlp_ln_depth{depth}_cifar10_8px_cpu", model="mlp", dataset="cifar10",
+        model_kwargs=dict(width=256, layer_norm=True),
         data_kwargs=dict(max_test=2000, image_size=8), methods=["backprop", "greedy", "chunked-2"],
         batch_sizes=[1024, 4096, 16384], lrs=[1e-3, 3e-3], seeds=[0, 1], steps=20000, examples=500_000,
-        min_steps=200, eval_every_examples=4096, train_eval_examples=2000, stop_loss=1.6, stop_overshoot=0.25,
+        min_steps=200, eval_every_examples=4096, train_eval_examples=2000, stop_loss=1.3, stop_overshoot=0.25,
         eval_examples=2000,
-        description="{depth}x256 MLP on the full CIFAR-10 training set at 8x8 px (192 inputs), large batches; "
-                    "each run stops 25% past training-subset loss 1.6 (in examples) or at its step cap")),
+        description="{depth}x256 MLP with LayerNorm on the full CIFAR-10 training set at 8x8 px (192 inputs), large "
+                    "batches; each run stops 25% past training-subset loss 1.3 (in examples) or at its step cap")),
 }
 
 # How the compute studies are read: the rule that decides when a run reaches a target
@@ -164,10 +167,10 @@ _ANALYSIS = {
     ("mlp", "quick"): dict(rule="eval", rules=["eval", "examples:256", "examples:1024"], targets=None),
     ("mlp-deep", "quick"): dict(rule="eval", rules=["eval", "examples:256", "examples:1024"], targets=None),
     ("mlp-deep", "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"],
-                              targets=[2.0, 1.8, 1.6]),
+                              targets=[1.7, 1.5, 1.3]),
     (MODULES_STUDY, "quick"): dict(rule="eval", rules=["eval", "examples:256"], targets=[1.6, 1.0]),
     (MODULES_STUDY, "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"],
-                                 targets=[2.0, 1.8, 1.6]),
+                                 targets=[1.7, 1.5, 1.3]),
     ("transformer", "quick"): dict(rule="eval", rules=["eval", "examples:64", "examples:256"], targets=None),
     ("resnet", "quick"): dict(rule="eval", rules=["eval", "examples:256", "examples:1024"], targets=None),
     ("mlp", "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"], targets=[1.7, 1.5, 1.35]),

@@ -186,6 +186,7 @@ def modules_study(profile: str = "quick", *, results_dir="results", data_dir=Non
                                                       "high_compute_speedup_hi", "max_speedup")}))
     first = next(iter(grids.values()))
     model, data = grid_labels(first, data_dir)
-    model = f"MLP of width {first.model_kwargs.get('width')}, depth {', '.join(map(str, grids))}"
+    norm = " with LayerNorm" if first.model_kwargs.get("layer_norm") else ""
+    model = f"MLP of width {first.model_kwargs.get('width')}{norm}, depth {', '.join(map(str, grids))}"
     return ModulesStudy(profile=profile, device=device, table=pd.DataFrame(rows), labels=(model, data),
                         missing=missing)

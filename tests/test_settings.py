@@ -133,3 +133,15 @@ def test_the_settings_types_import_no_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "False", out.stderr
     assert settings_types.PipelineSettings is PipelineSettings
+
+
+def test_the_deep_mlp_studies_use_the_layernorm_net_and_say_so():
+    """The deep-MLP and speedup-vs-modules studies train the MLP with LayerNorm in every block
+    (without it backprop trains the 10-block net slowly, a weak baseline); titles name it."""
+    from paper_repro.plots.labels import grid_labels
+    grids = [settings.compute_grid("mlp-deep", p) for p in ("quick", "cpu")]
+    grids += [g for p in ("quick", "cpu") for g in settings.module_grids(p).values()]
+    for grid in grids:
+        assert grid.model_kwargs["layer_norm"] is True and "_ln_" in grid.name and "LayerNorm" in grid.description
+        assert grid_labels(grid)[0].endswith("+ LayerNorm")
+    assert "LayerNorm" not in grid_labels(settings.compute_grid("mlp", "cpu"))[0]

@@ -12,10 +12,11 @@ def figure_title(what: str, *, model: str, dataset: str, profile: str, device: s
 
 
 def model_label(model: str, model_kwargs: dict | None = None, image_size: int | None = None) -> str:
-    """``MLP 8x1024``, ``ResNet-18 (width 16), 32x32 inputs``, ``Transformer 4 layers, d=64``."""
+    """``MLP 8x1024``, ``MLP 10x256 + LayerNorm``, ``ResNet-18 (width 16), 32x32 inputs``,
+    ``Transformer 4 layers, d=64``."""
     kw = model_kwargs or {}
     if model == "mlp":
-        name = f"MLP {kw.get('depth', 4)}x{kw.get('width', 256)}"
+        name = f"MLP {kw.get('depth', 4)}x{kw.get('width', 256)}" + (" + LayerNorm" if kw.get("layer_norm") else "")
     elif model.startswith("resnet"):
         name = f"ResNet-{model[6:]}" + (f" (width {kw['width']})" if "width" in kw else "")
     elif kw:
