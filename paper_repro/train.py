@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -45,6 +46,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from . import checkpoint as checkpoint_mod
 from . import data as data_mod
 from . import build, methods, models
 from .build import build_model, load_data, make_optimizer, optimizer_impl  # noqa: F401  (re-exported)
@@ -298,8 +300,14 @@ def crosses(step: int, batch_size: int, every: int) -> bool:
 
 def train(cfg: TrainConfig, data: data_mod.DataSet | None = None,
           callback: Callable[[int, methods.Learner, torch.Tensor, torch.Tensor], None] | None = None,
-          learner: methods.Learner | None = None) -> TrainResult:
+          learner: methods.Learner | None = None, checkpoint: str | os.PathLike | None = None,
+          checkpoint_every_s: float = 60.0) -> TrainResult:
     """Train ``cfg`` for ``cfg.steps`` steps; ``callback(step, learner, x, y)`` runs before each update.
+
+    With ``checkpoint`` (a file path) the run saves its state there every ``checkpoint_every_s``
+    seconds, and a run started with a checkpoint of the same configuration there resumes from
+    it, with the records of an uninterrupted run (:mod:`paper_repro.checkpoint`). The caller
+    deletes the file once it has kept the result.
 
     With ``data`` given, the records name its data set (``data.name``), whatever ``cfg.dataset``
     says. A ``cfg.batch_size`` larger than the training split is a ValueError naming both.
@@ -325,11 +333,20 @@ def train(cfg: TrainConfig, data: data_mod.DataSet | None = None,
     gen = torch.Generator().manual_seed(cfg.seed)
     batches = data.sampler("train", cfg.batch_size, gen)
     train_idx = train_eval_indices(data, cfg.train_eval_examples) if cfg.eval_every_examples else None
-    rows, status, start = [], "finished", time.perf_counter()
+    rows, status, start, first = [], "finished", time.perf_counter(), 1
     pending, read_every = [], _loss_read_every(cfg.device)  # losses not yet read to the host
     stop_at = math.inf  # examples after which the run stops, once stop_loss is reached
-    bar = tqdm(range(1, cfg.steps + 1), desc=f"{cfg.model}/{cfg.method}", disable=not cfg.progress,
-               leave=False, mininterval=1.0)
+    if checkpoint is not None and (state := checkpoint_mod.load(checkpoint, cfg.to_dict(), cfg.device)):
+        learner.load_state_dict(state["learner"])
+        opt.load_state_dict(state["optimizer"])
+        rows, stop_at, first = state["rows"], state["stop_at"], state["step"] + 1
+        for _ in range(state["step"]):  # the sampler's position: replayed from the seed
+            next(batches)
+        torch.set_rng_state(state["rng"])
+        start -= state["elapsed"]
+    saved = time.perf_counter()
+    bar = tqdm(range(first, cfg.steps + 1), desc=f"{cfg.model}/{cfg.method}", disable=not cfg.progress,
+               leave=False, mininterval=1.0, initial=first - 1, total=cfg.steps)
     try:
         for step in bar:
             x, y = next(batches)
@@ -364,6 +381,11 @@ def train(cfg: TrainConfig, data: data_mod.DataSet | None = None,
                 stop_at = row["examples"] * (1 + cfg.stop_overshoot)
             if row["examples"] >= stop_at:
                 break
+            if (checkpoint is not None and step < cfg.steps and not pending
+                    and time.perf_counter() - saved >= checkpoint_every_s):
+                checkpoint_mod.save(checkpoint, cfg.to_dict(), step=step, learner=learner, optimizer=opt, rows=rows,
+                                    stop_at=stop_at, elapsed=row["wall_time"])
+                saved = time.perf_counter()
             if step % 10 == 0 and not pending:
                 bar.set_postfix(loss=f"{row['final_loss']:.3f}")
         if pending and _read_losses(pending, rows):  # stopped by stop_loss between two reads

@@ -5,7 +5,9 @@ of ``n`` (point ``j`` of the grid's fixed order belongs to shard ``j % n``), in-
 in ``N`` spawned worker processes (one GPU each through ``CUDA_VISIBLE_DEVICES`` when the
 device is CUDA, one CPU thread each otherwise). A rerun skips the point ids already in the
 store, so a sweep killed at any moment (Ctrl-C, SIGKILL, a lost node) resumes without
-losing or duplicating a run. Ctrl-C or SIGTERM stops a sweep at once, workers included; a
+losing or duplicating a run; a point that was running resumes from its checkpoint (saved
+every ``CHECKPOINT_EVERY_S`` seconds, :mod:`paper_repro.checkpoint`) with the records of an
+uninterrupted run. Ctrl-C or SIGTERM stops a sweep at once, workers included; a
 sweep killed outright (SIGKILL) takes its workers with it (each exits when its parent is gone).
 """
 from __future__ import annotations
@@ -25,9 +27,12 @@ import torch
 from tqdm import std as tqdm_std
 from tqdm.auto import tqdm
 
-from .. import cost, signals, train
+from .. import checkpoint, cost, signals, train
 from .grid import Grid
-from .store import OPTIONAL_RECORD_COLUMNS, RECORD_COLUMNS, finished_ids, open_store, write_point
+from .store import (OPTIONAL_RECORD_COLUMNS, RECORD_COLUMNS, finished_ids, open_store, partial_path,
+                    write_point)
+
+CHECKPOINT_EVERY_S = 60.0  # a point stopped mid-run resumes from its last checkpoint, at most this old
 
 _DATA: dict = {}
 _COSTS: dict = {}
@@ -54,7 +59,8 @@ def run_point(point: dict, root: str, data_dir: str | None = None, device: str =
         _COSTS[key] = cost.step_cost(learner, x.to(device), y.to(device))
     step_cost = _COSTS[key]
     t0 = time.perf_counter()
-    result = train.train(cfg, data=data, learner=learner)
+    partial = partial_path(root, point["point_id"])
+    result = train.train(cfg, data=data, learner=learner, checkpoint=partial, checkpoint_every_s=CHECKPOINT_EVERY_S)
     columns = list(RECORD_COLUMNS) + [c for c in OPTIONAL_RECORD_COLUMNS if config.get("eval_every_examples")]
     records = result.records[columns].copy()
     meta = dict(sweep=sweep_name, point_id=point["point_id"], model=config["model"], dataset=config["dataset"],
@@ -64,6 +70,7 @@ def run_point(point: dict, root: str, data_dir: str | None = None, device: str =
     for k, v in reversed(meta.items()):
         records.insert(0, k, v)
     write_point(records, root, point["point_id"])
+    checkpoint.remove(partial)
     return {"point_id": point["point_id"], "status": result.status, "seconds": time.perf_counter() - t0,
             "final_loss": float(records["final_loss"].iloc[-1])}
 

@@ -2,6 +2,8 @@
 
     <store>/grid.json               the grid definition
     <store>/points/<point id>.csv.gz   one gzipped CSV per finished point
+    <store>/partial/<point id>.pt      the checkpoint of a point in progress (deleted when it finishes;
+                                       never a result, and not for version control)
 
 Files are written to a temporary dot file ending in ``.tmp`` in the same folder (named by
 host and process id) and ``os.replace``-d into place: a point file is complete or absent.
@@ -58,7 +60,7 @@ def remove_stale_tmp(root: str | os.PathLike) -> list[Path]:
     """Delete the temporary files that processes of this host killed mid-write left in the
     store (those of live processes, and of other hosts sharing the folder, are kept)."""
     removed = []
-    for folder in (Path(root), Path(root) / "points"):
+    for folder in (Path(root), Path(root) / "points", Path(root) / "partial"):
         for tmp in folder.glob(f".*.{_HOST}.*.tmp") if folder.is_dir() else ():
             pid = tmp.name[:-len(".tmp")].rsplit(".", 1)[-1]
             if pid.isdigit() and not _pid_alive(int(pid)):
@@ -132,6 +134,11 @@ def load_results(root: str | os.PathLike) -> pd.DataFrame:
         if missing:
             raise ValueError(f"{f} is not a sweep point file (missing columns {missing})")
     return pd.concat(frames, ignore_index=True)
+
+
+def partial_path(root: str | os.PathLike, point_id: str) -> Path:
+    """Where the checkpoint of point ``point_id`` in progress is kept."""
+    return Path(root) / "partial" / f"{point_id}.pt"
 
 
 def write_point(records: pd.DataFrame, root: str | os.PathLike, point_id: str) -> Path:
