@@ -79,6 +79,12 @@ class Study:
         (:func:`analysis.regime_by_rule`)."""
         return analysis.regime_by_rule(self.records, self.targets, self.sensitivity_rules)
 
+    def lr_edges(self) -> pd.DataFrame:
+        """At the lowest target, the (method, batch size) whose best learning rate is the grid's
+        smallest or largest there (:func:`analysis.lr_at_edge`): where to extend the grid."""
+        svb = self.tables.steps_vs_batch
+        return analysis.lr_at_edge(svb[svb.target == min(self.targets)], self.grid.lrs_for).reset_index(drop=True)
+
     def claims(self, paper: float | None, claim: str) -> pd.DataFrame:
         """The paper's ``claim`` (its factor ``paper``, None: it states none) beside this
         measurement at the lowest target, with the profile, rule, model, data, hardware, runs

@@ -29,6 +29,13 @@ def test_sensitivity_and_regime_read_every_rule_at_every_target(study):
     assert len(regime) == 2 * 2
 
 
+def test_lr_edges_read_the_lowest_target_against_the_grids_learning_rates(study):
+    edges = study.lr_edges()
+    svb = study.tables.steps_vs_batch
+    assert len(edges) == len(svb[svb.target == 1.4]) > 0   # one learning rate swept: every best is "only"
+    assert set(edges.edge) == {"only"} and set(edges.target) == {1.4}
+
+
 def test_claims_name_where_the_numbers_come_from(study):
     claims = study.claims(10, "MLP: fewer steps")
     row = claims.iloc[0]

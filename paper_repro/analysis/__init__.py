@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from .frontiers import (per_seed_curves, per_seed_speedups, sensitivity, sensitivity_spread, speedup, speedup_table,
                         staircase, staircase_at, summarize_speedup)
-from .regime import critical_batch, regime_by_rule, steps_vs_batch
+from .regime import critical_batch, lr_at_edge, regime_by_rule, steps_vs_batch
 from .study import StudyTables, claims_table, cost_table, save_tables, study_tables
 from .targets import (CONFIG_KEYS, FLOP_COLUMNS, best_lr_points, over_seeds, parse_rule, run_curve, suggest_targets,
                       time_to_target, trailing_mean, unreached_targets)
