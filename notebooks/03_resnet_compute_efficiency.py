@@ -134,6 +134,15 @@ S.save(sensitivity=sensitivity, sensitivity_spread=spread)  # cpu/full: CSV file
 spread
 
 # %% [markdown]
+# ## Learning rates at the grid's edge
+# At the lowest target, the (method, batch size) whose best learning rate is the smallest or the
+# largest the grid swept there (`only`: one was swept). A best at an edge might be beaten beyond
+# it, so the grid should be extended there before the numbers above are trusted.
+
+# %%
+S.lr_edges()[["method", "batch_size", "lr", "edge", "swept"]]
+
+# %% [markdown]
 # ## The paper's claim beside this measurement
 # At the lowest target, the largest speedup over the local methods (`measured_max`) and the
 # largest at the high-compute end (`measured_high_compute`), each with its range over seeds, and
