@@ -89,8 +89,8 @@ _GRIDS = {
         model_kwargs=dict(depth=10, width=256, layer_norm=True), data_kwargs=dict(max_test=2000, image_size=8),
         methods=["backprop", "greedy", "chunked-3", "chunked-2", "overlapping"],
         batch_sizes=[32, 128, 512, 1024, 2048, 4096, 8192, 16384],
-        lrs=[3e-4, 1e-3, 3e-3, 1e-2], extra_lrs={32: [1e-4], 128: [1e-4]}, seeds=[0, 1], steps=20000,
-        examples=500_000, min_steps=200, eval_every_examples=4096, train_eval_examples=2000, stop_loss=1.3,
+        lrs=[3e-4, 1e-3, 3e-3, 1e-2], extra_lrs={32: [1e-4, 3e-5], 128: [1e-4], 512: [1e-4]}, seeds=[0, 1],
+        steps=20000, examples=500_000, min_steps=200, eval_every_examples=4096, train_eval_examples=2000, stop_loss=1.3,
         stop_overshoot=0.25, eval_examples=2000,
         description="10x256 MLP with LayerNorm on the full CIFAR-10 training set at 8x8 px (192 inputs); each run "
                     "stops 25% past training-subset loss 1.3 (in examples) or at its step cap"),
