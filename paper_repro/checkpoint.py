@@ -9,7 +9,8 @@ records it returns are those of an uninterrupted run (``wall_time`` counts only 
 spent training). A run stopped between two saves loses at most the steps since the last one.
 
 A checkpoint is written to a temporary dot file beside it (named by host and process id, as
-the sweep store's temporary files are) and renamed into place, so it is whole or absent; it is read with ``weights_only=True`` (tensors and plain Python values only).
+the sweep store's temporary files are) and renamed into place, so it is whole or absent; it is
+read with ``weights_only=True`` (tensors and plain Python values only).
 """
 from __future__ import annotations
 
