@@ -126,6 +126,7 @@ def run_sweep_command(args) -> int:
     if (args.study is None) == (args.grid is None):
         raise ValueError("give exactly one of STUDY (choices: " + ", ".join(names.SWEEP_STUDIES)
                          + ") or --grid FILE")
+    reuse = []
     if args.grid is not None:
         try:
             grid = Grid.from_dict(json.loads(Path(args.grid).read_text()))
@@ -134,6 +135,7 @@ def run_sweep_command(args) -> int:
         grids = [grid]
     elif args.study == names.MODULES_STUDY:  # one grid per depth, swept one after the other
         grids = list(settings.module_grids(args.profile).values())
+        reuse = [Path(args.results) / store_name(g, args.data_dir) for g in settings.module_sources(args.profile)]
     else:
         grids = [settings.compute_grid(args.study, args.profile)]
     if args.download:  # here, once, before any worker starts
@@ -144,7 +146,7 @@ def run_sweep_command(args) -> int:
         try:
             report = run_sweep(grid, Path(args.results) / store_name(grid, args.data_dir), workers=args.workers,
                                shard=parse_shard(args.shard), device=args.device, data_dir=args.data_dir,
-                               progress=not args.no_progress, threads=args.threads)
+                               progress=not args.no_progress, threads=args.threads, reuse=reuse)
         except SweepInterrupted as stop:
             print(f"{signals.describe(stop)}: {stop}", file=sys.stderr)
             return signals.exit_status(stop)

@@ -140,7 +140,9 @@ _GRIDS = {
 
 # Speedup against the number of local modules: the deep MLP of "mlp-deep" at several depths
 # (each depth its own sweep store), at large batches only, where the high-compute headline lives.
-# "grid" is a Grid with "{depth}" in its name; the depth goes into model_kwargs.
+# "grid" is a Grid with "{depth}" in its name; the depth goes into model_kwargs. "reuse": compute
+# studies whose stores hold some of these points already (same point id, same run): a sweep
+# copies them instead of training them again (depth 10 is the mlp-deep net).
 _MODULES = {
     "quick": dict(depths=[2, 4, 8], grid=dict(
         name="mlp_ln_depth{depth}_digits_quick", model="mlp", dataset="digits",
@@ -148,7 +150,7 @@ _MODULES = {
         methods=["backprop", "greedy", "chunked-2"], batch_sizes=[64, 256], lrs=[3e-3], seeds=[0, 1], steps=60,
         eval_examples=360, eval_every_examples=128, train_eval_examples=500,
         description="{depth}x64 MLP with LayerNorm on sklearn digits, 60 steps per point")),
-    "cpu": dict(depths=[4, 8, 16], grid=dict(
+    "cpu": dict(depths=[4, 8, 10, 16], reuse=["mlp-deep"], grid=dict(
         name="mlp_ln_depth{depth}_cifar10_8px_cpu", model="mlp", dataset="cifar10",
         model_kwargs=dict(width=256, layer_norm=True),
         data_kwargs=dict(max_test=2000, image_size=8), methods=["backprop", "greedy", "chunked-2"],
@@ -380,6 +382,13 @@ def module_grids(profile: str = "quick") -> dict[int, Grid]:
         grid["model_kwargs"] = dict(grid["model_kwargs"], depth=depth)
         out[depth] = Grid(**grid)
     return out
+
+
+def module_sources(profile: str = "quick") -> list[Grid]:
+    """The grids of the compute studies whose finished points the speedup-vs-modules study at
+    ``profile`` copies instead of training again (``sweep.run_sweep(reuse=...)``)."""
+    _check(MODULES_STUDY, profile, (MODULES_STUDY,))
+    return [compute_grid(study, profile) for study in _MODULES[profile].get("reuse", [])]
 
 
 def analysis_settings(study: str, profile: str = "quick") -> dict:

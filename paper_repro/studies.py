@@ -109,16 +109,18 @@ class Study:
 
 
 def _sweep_records(grid: sweep.Grid, profile: str, *, results_dir, data_dir, device, workers,
-                   train_missing) -> tuple[Path, pd.DataFrame]:
+                   train_missing, reuse=()) -> tuple[Path, pd.DataFrame]:
     """Run (or resume, or only read) ``grid``'s store and return it with its records. The quick
-    profile always trains afresh in a temporary store."""
+    profile always trains afresh in a temporary store. ``reuse``: grids whose stores' points
+    of the same id are copied instead of trained (``sweep.run_sweep``)."""
     if profile == "quick":
         root = Path(tempfile.mkdtemp()) / grid.name
     else:
         root = Path(results_dir) / sweep.store_name(grid, data_dir)
     if train_missing or profile == "quick":
         print(sweep.run_sweep(grid, root, workers=workers, device=device, data_dir=data_dir,
-                              threads=None if device.startswith("cuda") else 1, progress=profile != "quick"))
+                              threads=None if device.startswith("cuda") else 1, progress=profile != "quick",
+                              reuse=[Path(results_dir) / sweep.store_name(g, data_dir) for g in reuse]))
     return root, sweep.load_results(root)
 
 
@@ -181,7 +183,8 @@ def modules_study(profile: str = "quick", *, results_dir="results", data_dir=Non
             missing.append(f"depth {depth}: no store {store} yet (paper-repro sweep mlp-modules --profile {profile})")
             continue
         _, df = _sweep_records(grid, profile, results_dir=results_dir, data_dir=data_dir, device=device,
-                               workers=workers, train_missing=train_missing)
+                               workers=workers, train_missing=train_missing,
+                               reuse=settings.module_sources(profile))
         costs = analysis.cost_table(df)
         headline = analysis.study_tables(df, targets, rule).headline
         for _, h in headline.iterrows():

@@ -52,12 +52,27 @@ def test_modules_study_reads_each_depth_and_draws(monkeypatch, tmp_path):
 def test_sweep_command_runs_every_depth_of_the_modules_study(monkeypatch, tmp_path, capsys):
     from paper_repro import cli, commands
     ran = []
-    monkeypatch.setattr(commands, "run_sweep", lambda grid, root, **kw: ran.append((grid.name, root))
+    monkeypatch.setattr(commands, "run_sweep", lambda grid, root, **kw: ran.append((grid.name, root, kw["reuse"]))
                         or sweep.SweepReport(total=0, skipped=0))
-    assert cli.main(["sweep", "mlp-modules", "--profile", "quick", "--results", str(tmp_path)]) == 0
-    names = [g.name for g in settings.module_grids("quick").values()]
-    assert [name for name, _ in ran] == names and [root.name for _, root in ran] == names
+    assert cli.main(["sweep", "mlp-modules", "--profile", "cpu", "--results", str(tmp_path)]) == 0
+    names = [g.name for g in settings.module_grids("cpu").values()]
+    assert [r[0] for r in ran] == names and [r[1].name for r in ran] == names
+    deep = tmp_path / settings.compute_grid("mlp-deep", "cpu").name   # the depth-10 points come from there
+    assert all(r[2] == [deep] for r in ran)
     assert capsys.readouterr().err.count("critical path") == len(names)
+
+
+def test_the_depth_of_the_deep_study_is_its_points_so_the_modules_study_copies_them():
+    deep = settings.compute_grid("mlp-deep", "cpu")
+    depth = deep.model_kwargs["depth"]
+    grids = settings.module_grids("cpu")
+    assert depth in grids and settings.module_sources("cpu") == [deep]
+    ids = {p["point_id"] for p in grids[depth].points()}
+    assert ids <= {p["point_id"] for p in deep.points()}
+    for other, grid in grids.items():   # the other depths are new runs
+        if other != depth:
+            assert not {p["point_id"] for p in grid.points()} & {p["point_id"] for p in deep.points()}
+    assert settings.module_sources("quick") == []
 
 
 def test_reading_names_the_depths_whose_store_is_not_there_yet(monkeypatch, tmp_path):

@@ -40,6 +40,24 @@ def test_bad_grids_are_clear_errors(over, match):
         tiny_grid(**over).validate()
 
 
+def test_a_sweep_copies_the_points_another_store_already_holds_instead_of_training_them(tmp_path):
+    wide = tmp_path / "wide"
+    sweep.run_sweep(tiny_grid(name="wide", batch_sizes=[8, 16, 32]), wide, progress=False, threads=1)
+    narrow = tiny_grid(name="narrow", batch_sizes=[8, 32], methods=["backprop", "greedy", "chunked-2"])
+    root = tmp_path / "narrow"
+    rep = sweep.run_sweep(narrow, root, progress=False, threads=1, reuse=[tmp_path / "absent", wide])
+    shared = {p["point_id"] for p in narrow.points()} & sweep.finished_ids(wide)
+    assert len(shared) == 4 and rep.reused == {str(wide): 4} and rep.skipped == 4
+    assert sorted(rep.finished) == sorted(p["point_id"] for p in narrow.points() if p["point_id"] not in shared)
+    assert "4 of them copied from" in str(rep)
+    for pid in shared:  # the copy is the other store's file, byte for byte
+        name = f"{pid}.csv.gz"
+        assert (root / "points" / name).read_bytes() == (wide / "points" / name).read_bytes()
+    again = sweep.run_sweep(narrow, root, progress=False, threads=1, reuse=[wide])
+    assert again.reused == {} and again.skipped == 6 and not again.finished
+    assert sweep.adopt_points(root, ["greedy-b8-none"], [wide]) == {}   # an id no store holds
+
+
 def test_parse_shard():
     assert sweep.parse_shard("2/8") == (2, 8)
     for bad in ("8/8", "x", "1/0", "-1/3"):

@@ -29,8 +29,8 @@ from tqdm.auto import tqdm
 
 from .. import checkpoint, cost, signals, train
 from .grid import Grid
-from .store import (OPTIONAL_RECORD_COLUMNS, RECORD_COLUMNS, finished_ids, open_store, partial_path,
-                    write_point)
+from .store import (OPTIONAL_RECORD_COLUMNS, RECORD_COLUMNS, adopt_points, finished_ids, open_store,
+                    partial_path, write_point)
 
 CHECKPOINT_EVERY_S = 60.0  # a point stopped mid-run resumes from its last checkpoint, at most this old
 
@@ -112,17 +112,22 @@ class SweepReport:
     finished: list = field(default_factory=list)
     diverged: list = field(default_factory=list)
     failed: list = field(default_factory=list)   # (point id, error) for runs that raised
+    reused: dict = field(default_factory=dict)   # {other store: points copied from it} (counted in skipped)
 
     def __str__(self) -> str:
-        return (f"{self.total} points: {self.skipped} already done, {len(self.finished)} finished, "
+        reused = "".join(f", {n} of them copied from {src}" for src, n in self.reused.items())
+        return (f"{self.total} points: {self.skipped} already done{reused}, {len(self.finished)} finished, "
                 f"{len(self.diverged)} diverged, {len(self.failed)} failed")
 
 
 @signals.sigterm_as_interrupt()  # SIGTERM takes the Ctrl-C path: workers stopped, saved points kept
 def run_sweep(grid: Grid, root: str | os.PathLike, *, workers: int = 1, shard: tuple[int, int] = (0, 1),
               device: str = "cpu", data_dir: str | None = None, progress: bool = True,
-              threads: int | None = None) -> SweepReport:
+              threads: int | None = None, reuse=()) -> SweepReport:
     """Run the pending points of ``shard`` of ``grid``, saving each as it finishes.
+
+    ``reuse``: other stores whose finished points with this grid's point ids are copied in
+    first instead of being trained again (the same id is the same run).
 
     ``workers <= 1`` runs in this process; more spawn that many worker processes. A run
     that diverges is recorded (status ``diverged``); one that raises is listed in
@@ -141,9 +146,10 @@ def run_sweep(grid: Grid, root: str | os.PathLike, *, workers: int = 1, shard: t
         raise ValueError(f"shard {shard!r}: need n >= 1 and 0 <= i < n")
     root = open_store(root, grid)
     mine = [p for j, p in enumerate(grid.points()) if j % n == i]
+    reused = adopt_points(root, [p["point_id"] for p in mine], reuse)
     done = finished_ids(root)
     todo = [p for p in mine if p["point_id"] not in done]
-    report = SweepReport(total=len(mine), skipped=len(mine) - len(todo))
+    report = SweepReport(total=len(mine), skipped=len(mine) - len(todo), reused=reused)
     args = dict(root=str(root), data_dir=data_dir, device=device, sweep_name=grid.name)
     saved_threads = torch.get_num_threads()
     bar = None

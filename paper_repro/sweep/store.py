@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 from pathlib import Path
 
@@ -110,6 +111,28 @@ def point_files(root: str | os.PathLike) -> list[Path]:
 
 def finished_ids(root: str | os.PathLike) -> set[str]:
     return {p.name.removesuffix(".gz").removesuffix(".csv") for p in point_files(root)}
+
+
+def adopt_points(root: str | os.PathLike, ids, sources) -> dict[str, int]:
+    """Copy into the store at ``root`` the finished points among ``ids`` that it lacks and a
+    store in ``sources`` holds; return ``{source: points copied}``. A point id hashes every
+    setting of its run, so a file of that id anywhere is that run's result. Sources that do
+    not exist are skipped."""
+    have, copied = finished_ids(root), {}
+    wanted = set(ids) - have
+    for source in sources:
+        if not wanted or not (Path(source) / "points").is_dir() or Path(source).resolve() == Path(root).resolve():
+            continue
+        for f in point_files(source):
+            pid = f.name.removesuffix(".gz").removesuffix(".csv")
+            if pid in wanted:
+                dest = Path(root) / "points" / f.name
+                tmp = _tmp_path(dest)
+                shutil.copyfile(f, tmp)
+                os.replace(tmp, dest)
+                wanted.discard(pid)
+                copied[str(source)] = copied.get(str(source), 0) + 1
+    return copied
 
 
 def load_grid(root: str | os.PathLike) -> Grid:
