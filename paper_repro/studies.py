@@ -176,6 +176,7 @@ def modules_study(profile: str = "quick", *, results_dir="results", data_dir=Non
     rule = rule or reading["rule"]
     targets = list(targets or reading["targets"])
     grids = settings.module_grids(profile)
+    sources = settings.module_sources(profile)
     rows, missing = [], []
     for depth, grid in grids.items():
         store = Path(results_dir) / sweep.store_name(grid, data_dir)
@@ -184,7 +185,7 @@ def modules_study(profile: str = "quick", *, results_dir="results", data_dir=Non
             continue
         _, df = _sweep_records(grid, profile, results_dir=results_dir, data_dir=data_dir, device=device,
                                workers=workers, train_missing=train_missing,
-                               reuse=settings.module_sources(profile))
+                               reuse=sources)
         costs = analysis.cost_table(df)
         headline = analysis.study_tables(df, targets, rule).headline
         for _, h in headline.iterrows():

@@ -15,8 +15,8 @@ analysis is a pure function of the table :func:`load_results` returns.
 from .estimate import estimate_line, time_estimate
 from .grid import Grid, cost_line, example_shape, grid_flops, parse_shard, point_id, store_name
 from .runner import SweepInterrupted, SweepReport, run_point, run_sweep
-from .store import (CONFIG_COLUMNS, RECORD_COLUMNS, STATUSES, adopt_points, finished_ids, load_grid, load_results, open_store,
-                    remove_stale_tmp)
+from .store import (CONFIG_COLUMNS, RECORD_COLUMNS, STATUSES, adopt_points, finished_ids, load_grid, load_results,
+                    open_store, remove_stale_tmp)
 
 __all__ = ["CONFIG_COLUMNS", "RECORD_COLUMNS", "STATUSES", "Grid", "adopt_points", "SweepInterrupted", "SweepReport",
            "cost_line", "estimate_line", "example_shape", "finished_ids", "grid_flops", "load_grid", "load_results", "open_store",
