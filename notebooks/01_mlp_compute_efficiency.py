@@ -175,7 +175,9 @@ S.claims(10, "MLP: fewer sequential compute steps than backprop (high-compute re
 # chunked-2 against backprop: the speedup at the high-compute end (median over seeds, bars: the
 # seeds' own) beside each method's critical-path ratio (dashed: the speedup it would reach in as
 # few steps as backprop). Where the points fall below their dashed line, the method pays for its
-# shorter critical path with more steps. The `mlp` study skips this section.
+# shorter critical path with more steps. The last table lists, per depth, the (method, batch size)
+# whose best learning rate at the lowest target is the grid's smallest or largest (empty: none).
+# The `mlp` study skips this section.
 
 # %%
 if study == "mlp-deep":
@@ -186,6 +188,7 @@ if study == "mlp-deep":
         display(M.table.round(3))
         fig = plots.efficiency.plot_speedup_vs_modules(M.table, M.title("Speedup at the high-compute end vs depth"))
         plots.save_figure(fig, S.figure("speedup_vs_modules"), figures_dir);
+        display(M.lr_edges.reindex(columns=["depth", "method", "batch_size", "lr", "edge", "swept"]))
 
 # %% [markdown]
 # ## Checks

@@ -156,7 +156,7 @@ _MODULES = {
         name="mlp_ln_depth{depth}_cifar10_8px_cpu", model="mlp", dataset="cifar10",
         model_kwargs=dict(width=256, layer_norm=True),
         data_kwargs=dict(max_test=2000, image_size=8), methods=["backprop", "greedy", "chunked-2"],
-        batch_sizes=[1024, 4096, 16384], lrs=[1e-3, 3e-3], seeds=[0, 1], steps=20000, examples=500_000,
+        batch_sizes=[1024, 4096, 16384], lrs=[3e-4, 1e-3, 3e-3, 1e-2], seeds=[0, 1], steps=20000, examples=500_000,
         min_steps=200, eval_every_examples=4096, train_eval_examples=2000, stop_loss=1.3, stop_overshoot=0.25,
         eval_examples=2000,
         description="{depth}x256 MLP with LayerNorm on the full CIFAR-10 training set at 8x8 px (192 inputs), large "

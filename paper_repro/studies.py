@@ -157,6 +157,7 @@ class ModulesStudy:
     table: pd.DataFrame          # one row per (depth, method, target)
     labels: tuple = field(default=("", ""))
     missing: list = field(default_factory=list)  # stores not there yet (only reading): one line each
+    lr_edges: pd.DataFrame = field(default_factory=pd.DataFrame)  # as Study.lr_edges, with a depth column
 
     def title(self, what: str) -> str:
         model, data = self.labels
@@ -170,14 +171,16 @@ def modules_study(profile: str = "quick", *, results_dir="results", data_dir=Non
     :func:`compute_study`), each analysed alone. ``table`` has one row per (depth, method,
     target): ``high_compute_speedup`` with its range over seeds (``_lo``, ``_hi``),
     ``max_speedup``, ``critical_path_ratio`` (backprop's critical path over the method's: the
-    bound at equal steps) and ``num_modules``. With ``train_missing=False`` a depth whose store
-    does not exist yet is left out and named in ``missing``."""
+    bound at equal steps) and ``num_modules``. ``lr_edges``: per depth, at the lowest target, the
+    (method, batch size) whose best learning rate is the grid's smallest or largest
+    (:func:`analysis.lr_at_edge`). With ``train_missing=False`` a depth whose store does not
+    exist yet is left out and named in ``missing``."""
     reading = settings.analysis_settings("mlp-modules", profile)
     rule = rule or reading["rule"]
     targets = list(targets or reading["targets"])
     grids = settings.module_grids(profile)
     sources = settings.module_sources(profile)
-    rows, missing = [], []
+    rows, missing, edges = [], [], []
     for depth, grid in grids.items():
         store = Path(results_dir) / sweep.store_name(grid, data_dir)
         if profile != "quick" and not train_missing and not store.is_dir():
@@ -187,7 +190,9 @@ def modules_study(profile: str = "quick", *, results_dir="results", data_dir=Non
                                workers=workers, train_missing=train_missing,
                                reuse=sources)
         costs = analysis.cost_table(df)
-        headline = analysis.study_tables(df, targets, rule).headline
+        tables = analysis.study_tables(df, targets, rule)
+        headline, svb = tables.headline, tables.steps_vs_batch
+        edges.append(analysis.lr_at_edge(svb[svb.target == min(targets)], grid.lrs_for).assign(depth=depth))
         for _, h in headline.iterrows():
             rows.append(dict(depth=depth, method=h["method"], target=h["target"],
                              num_modules=int(costs.loc[h["method"], "num_modules"]),
@@ -198,5 +203,6 @@ def modules_study(profile: str = "quick", *, results_dir="results", data_dir=Non
     model, data = grid_labels(first, data_dir)
     norm = " with LayerNorm" if first.model_kwargs.get("layer_norm") else ""
     model = f"MLP of width {first.model_kwargs.get('width')}{norm}, depth {', '.join(map(str, grids))}"
+    edges = pd.concat(edges, ignore_index=True) if edges else pd.DataFrame()
     return ModulesStudy(profile=profile, device=device, table=pd.DataFrame(rows), labels=(model, data),
-                        missing=missing)
+                        missing=missing, lr_edges=edges)

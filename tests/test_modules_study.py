@@ -42,6 +42,14 @@ def test_modules_study_reads_each_depth_and_draws(monkeypatch, tmp_path):
         for _, r in rows.iterrows():
             assert r.high_compute_speedup == pytest.approx(headline.loc[r.target, "high_compute_speedup"])
     assert frame[frame.depth == 4].critical_path_ratio.iloc[0] > frame[frame.depth == 2].critical_path_ratio.iloc[0]
+    # one learning rate swept: every (depth, method, batch size) reaching the lowest target is at the edge "only"
+    edges = study.lr_edges
+    assert set(edges.edge) == {"only"} and set(edges.depth) == {2, 4}
+    for depth in (2, 4):
+        df = sweep.load_results(tmp_path / f"mlp_depth{depth}_tiny")
+        svb = analysis.study_tables(df, [1.8, 1.4], "eval").steps_vs_batch
+        reached = svb[svb.target == 1.4]
+        assert len(edges[edges.depth == depth]) == len(reached) > 0
     # a second call only reads: the stores are complete
     again = studies.modules_study("cpu", results_dir=tmp_path, train_missing=False).table
     assert again.equals(frame)
