@@ -152,7 +152,9 @@ _MODULES = {
         methods=["backprop", "greedy", "chunked-2"], batch_sizes=[64, 256], lrs=[3e-3], seeds=[0, 1], steps=60,
         eval_examples=360, eval_every_examples=128, train_eval_examples=500,
         description="{depth}x64 MLP with LayerNorm on sklearn digits, 60 steps per point")),
-    "cpu": dict(depths=[4, 8, 10, 16], reuse=["mlp-deep"], grid=dict(
+    # extra_lrs: {depth: Grid.extra_lrs} where a depth's best learning rate sat at the grid's edge
+    "cpu": dict(depths=[4, 8, 10, 16], reuse=["mlp-deep"],
+                extra_lrs={16: {b: [1e-4] for b in (1024, 4096, 16384)}}, grid=dict(
         name="mlp_ln_depth{depth}_cifar10_8px_cpu", model="mlp", dataset="cifar10",
         model_kwargs=dict(width=256, layer_norm=True),
         data_kwargs=dict(max_test=2000, image_size=8), methods=["backprop", "greedy", "chunked-2"],
@@ -382,6 +384,7 @@ def module_grids(profile: str = "quick") -> dict[int, Grid]:
         grid = dict(spec["grid"], name=spec["grid"]["name"].format(depth=depth),
                     description=spec["grid"]["description"].format(depth=depth))
         grid["model_kwargs"] = dict(grid["model_kwargs"], depth=depth)
+        grid["extra_lrs"] = copy.deepcopy(spec.get("extra_lrs", {}).get(depth, {}))
         out[depth] = Grid(**grid)
     return out
 

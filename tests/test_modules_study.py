@@ -93,3 +93,13 @@ def test_reading_names_the_depths_whose_store_is_not_there_yet(monkeypatch, tmp_
     assert "depth 2" in study.missing[0] and "mlp_depth2_tiny" in study.missing[0]
     assert "paper-repro sweep mlp-modules --profile cpu" in study.missing[0]
     assert not (tmp_path / "mlp_depth2_tiny").exists()    # reading trains nothing
+
+
+def test_a_depth_extends_its_learning_rates_where_its_best_sat_at_the_edge():
+    grids = settings.module_grids("cpu")
+    extra = settings._MODULES["cpu"]["extra_lrs"]
+    for depth, grid in grids.items():
+        grid.validate()
+        for batch in grid.batch_sizes:
+            assert grid.lrs_for(batch) == [*grid.lrs, *extra.get(depth, {}).get(batch, [])]
+    assert any(extra.values()) and set(extra) <= set(grids)
