@@ -27,7 +27,7 @@ def test_the_store_is_complete_and_its_headline_table_is_what_its_points_give(re
     cols = ["method", "target", "high_compute_speedup", "high_compute_speedup_lo", "high_compute_speedup_hi"]
     pd.testing.assert_frame_equal(kept[cols].sort_values(cols[:2]).reset_index(drop=True),
                                   tables.headline[cols].sort_values(cols[:2]).reset_index(drop=True),
-                                  check_dtype=False, rtol=1e-9)
+                                  check_dtype=False, rtol=0, atol=5e-4)  # the CSV keeps 3 decimals
 
 
 def test_the_readme_mlp_row_quotes_the_committed_headline():
@@ -36,8 +36,10 @@ def test_the_readme_mlp_row_quotes_the_committed_headline():
     assert "mlp_deep_ln_cifar10_8px_cpu/headline.csv" in row
     head = pd.read_csv(STORE / "headline.csv")
     low = head[head.target == head.target.min()].set_index("method")
-    for method, r in low.iterrows():
-        quoted = (f"{method} {r.high_compute_speedup:.2f}x [{r.high_compute_speedup_lo:.2f}-"
-                  f"{r.high_compute_speedup_hi:.2f}")
-        assert quoted in row, f"README MLP row lacks {quoted!r}"
-    assert re.search(r"critical-path ratio", row)
+    for method, r in low.iterrows():  # "<method> 4.25x [4.05-4.45]": 2 decimals of the 3 the CSV keeps
+        m = re.search(rf"{method} (\d+\.\d+)x \[(\d+\.\d+)-(\d+\.\d+)\]", row)
+        assert m, f"README MLP row quotes no speedup for {method}"
+        quoted = [float(v) for v in m.groups()]
+        kept = [r.high_compute_speedup, r.high_compute_speedup_lo, r.high_compute_speedup_hi]
+        assert quoted == pytest.approx(kept, abs=0.0051), (method, quoted, kept)
+    assert "critical-path ratio" in row

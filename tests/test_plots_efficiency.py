@@ -71,3 +71,14 @@ def test_log_axes_label_only_minor_ticks_that_cannot_collide():
     assert shown(short) == [r"$\mathdefault{2\times10^{9}}$", r"$\mathdefault{5\times10^{9}}$"]
     assert shown(long) == []
     plt.close(fig)
+
+
+def test_speedup_vs_modules_draws_a_seed_range_that_misses_its_median_point():
+    frame = pd.DataFrame([dict(depth=d, method="greedy", target=1.0, critical_path_ratio=1.5 * d,
+                               high_compute_speedup=0.5 * d, high_compute_speedup_lo=0.55 * d,
+                               high_compute_speedup_hi=0.6 * d, max_speedup=d) for d in (4, 8, 16)])
+    fig = scaling.plot_speedup_vs_modules(frame, "t")
+    ax = fig.axes[0]
+    segments = ax.collections[0].get_segments()
+    assert [tuple(seg[:, 1]) for seg in segments] == [(0.55 * d, 0.6 * d) for d in (4, 8, 16)]
+    assert list(ax.lines[0].get_ydata()) == [2.0, 4.0, 8.0]

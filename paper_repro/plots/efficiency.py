@@ -175,7 +175,8 @@ def _step_values(curve: pd.DataFrame, at: np.ndarray) -> np.ndarray:
 def plot_speedup_vs_modules(frame: pd.DataFrame, title: str) -> Figure:
     """High-compute speedup over backprop against the net's depth (greedy's number of local
     modules), one panel per target, one colour per method: points at the median-over-seeds
-    staircases with bars over the seeds' own, and each method's critical-path ratio (the
+    staircases with bars over the seeds' own (a bar need not contain its point: a staircase of
+    medians is not a median of staircases), and each method's critical-path ratio (the
     speedup it would reach in as few steps as backprop) as a dashed line
     (``frame``: :func:`paper_repro.studies.modules_study`)."""
     fig, axes, colors, panels = _target_panels(frame, 4.4, sharey=True)
@@ -185,8 +186,9 @@ def plot_speedup_vs_modules(frame: pd.DataFrame, title: str) -> Figure:
             y = g["high_compute_speedup"].to_numpy(dtype=float)
             lo = g.get("high_compute_speedup_lo", g["high_compute_speedup"]).to_numpy(dtype=float)
             hi = g.get("high_compute_speedup_hi", g["high_compute_speedup"]).to_numpy(dtype=float)
-            err = np.nan_to_num([y - lo, hi - y])
-            ax.errorbar(g["depth"], y, yerr=err, fmt="o-", ms=5, capsize=3, color=colors[m], label=m)
+            # the seeds' range as its own segment: the median-over-seeds staircase can lie outside it
+            ax.plot(g["depth"], y, "o-", ms=5, color=colors[m], label=m)
+            ax.vlines(g["depth"], np.where(np.isnan(lo), y, lo), np.where(np.isnan(hi), y, hi), color=colors[m], lw=2)
             ax.plot(g["depth"], g["critical_path_ratio"], ls="--", lw=1, color=colors[m],
                     label=f"{m}: critical-path ratio")
         ax.axhline(1, color="k", lw=0.8, ls=":")
