@@ -28,6 +28,17 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
+MACHINE_COLUMNS = ("hardware", "torch_version")
+
+
+def machine_columns(device: str = "cpu") -> dict:
+    """What a sweep point records of the machine that ran it, in columns :data:`MACHINE_COLUMNS`:
+    ``hardware``, the CPU's model as ``figures/MACHINE`` names it (:func:`cpu_model`), or the
+    GPU's name for a CUDA device, and ``torch_version``."""
+    cuda = str(device).startswith("cuda") and torch.cuda.is_available()
+    return {"hardware": hardware_label(device) if cuda else cpu_model(), "torch_version": torch.__version__}
+
+
 def figure_machine() -> str:
     """What the committed quick figures depend on besides the code: CPU model and torch version."""
     return f"{cpu_model()}; torch {torch.__version__}"

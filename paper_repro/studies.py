@@ -79,6 +79,20 @@ class Study:
         (:func:`analysis.regime_by_rule`)."""
         return analysis.regime_by_rule(self.records, self.targets, self.sensitivity_rules)
 
+    def verdict(self, within: float = 1.25) -> pd.DataFrame:
+        """Per (method, target), every reading a verdict on the headline needs
+        (:func:`analysis.verdict_table`): the high-compute speedup with the configurations behind
+        it and how far the baseline's frontier is held flat past its last run; the speedup at
+        the largest compute both frontiers reach with runs of their own; the maximum over
+        compute with the batch sizes it compares and whether they are in backprop's
+        high-compute regime (doubling the batch cuts its steps by less than ``within``)."""
+        return analysis.verdict_table(self.tables, within=within)
+
+    def step_ratio(self) -> pd.DataFrame:
+        """Per (method, target, batch size): the method's steps to the target over backprop's
+        (:func:`analysis.step_ratio_table`)."""
+        return analysis.step_ratio_table(self.tables.steps_vs_batch)
+
     def lr_edges(self) -> pd.DataFrame:
         """At the lowest target, the (method, batch size) whose best learning rate is the grid's
         smallest or largest there (:func:`analysis.lr_at_edge`): where to extend the grid."""
@@ -158,6 +172,17 @@ class ModulesStudy:
     labels: tuple = field(default=("", ""))
     missing: list = field(default_factory=list)  # stores not there yet (only reading): one line each
     lr_edges: pd.DataFrame = field(default_factory=pd.DataFrame)  # as Study.lr_edges, with a depth column
+    regime: pd.DataFrame = field(default_factory=pd.DataFrame)    # as Study.regime, with a depth column
+
+    def regime_by_depth(self) -> pd.DataFrame:
+        """Per depth: whether backprop is in the high-compute regime under every reading rule
+        and at every target (``in_regime``), with the largest ``per_doubling`` over them."""
+        if self.regime.empty:
+            return pd.DataFrame(columns=["depth", "largest_batch", "per_doubling_max", "in_regime"])
+        return (self.regime.groupby("depth")
+                .agg(largest_batch=("largest_batch", "max"), per_doubling_min=("per_doubling", "min"),
+                     per_doubling_max=("per_doubling", "max"), in_regime=("in_regime", "all"))
+                .reset_index())
 
     def title(self, what: str) -> str:
         model, data = self.labels
@@ -173,14 +198,16 @@ def modules_study(profile: str = "quick", *, results_dir="results", data_dir=Non
     ``max_speedup``, ``critical_path_ratio`` (backprop's critical path over the method's: the
     bound at equal steps) and ``num_modules``. ``lr_edges``: per depth, at the lowest target, the
     (method, batch size) whose best learning rate is the grid's smallest or largest
-    (:func:`analysis.lr_at_edge`). With ``train_missing=False`` a depth whose store does not
+    (:func:`analysis.lr_at_edge`). ``regime``: per depth, :func:`analysis.regime_by_rule` under
+    every reading rule of the profile (its two largest batches need not be one doubling apart:
+    ``per_doubling`` reads the cut per doubling). With ``train_missing=False`` a depth whose store does not
     exist yet is left out and named in ``missing``."""
     reading = settings.analysis_settings("mlp-modules", profile)
     rule = rule or reading["rule"]
     targets = list(targets or reading["targets"])
     grids = settings.module_grids(profile)
     sources = settings.module_sources(profile)
-    rows, missing, edges = [], [], []
+    rows, missing, edges, regimes = [], [], [], []
     for depth, grid in grids.items():
         store = Path(results_dir) / sweep.store_name(grid, data_dir)
         if profile != "quick" and not train_missing and not store.is_dir():
@@ -193,6 +220,7 @@ def modules_study(profile: str = "quick", *, results_dir="results", data_dir=Non
         tables = analysis.study_tables(df, targets, rule)
         headline, svb = tables.headline, tables.steps_vs_batch
         edges.append(analysis.lr_at_edge(svb[svb.target == min(targets)], grid.lrs_for).assign(depth=depth))
+        regimes.append(analysis.regime_by_rule(df, targets, reading["rules"]).assign(depth=depth))
         for _, h in headline.iterrows():
             rows.append(dict(depth=depth, method=h["method"], target=h["target"],
                              num_modules=int(costs.loc[h["method"], "num_modules"]),
@@ -204,5 +232,6 @@ def modules_study(profile: str = "quick", *, results_dir="results", data_dir=Non
     norm = " with LayerNorm" if first.model_kwargs.get("layer_norm") else ""
     model = f"MLP of width {first.model_kwargs.get('width')}{norm}, depth {', '.join(map(str, grids))}"
     edges = pd.concat(edges, ignore_index=True) if edges else pd.DataFrame()
+    regimes = pd.concat(regimes, ignore_index=True) if regimes else pd.DataFrame()
     return ModulesStudy(profile=profile, device=device, table=pd.DataFrame(rows), labels=(model, data),
-                        missing=missing, lr_edges=edges)
+                        missing=missing, lr_edges=edges, regime=regimes)

@@ -178,3 +178,78 @@ def test_regime_by_rule_reads_the_last_doubling_under_each_rule():
     # a target the largest batches never reach is not in the regime (nothing shows it is)
     never = ef.regime_by_rule(df, [-5.0], ["eval"])
     assert math.isnan(never["last_doubling"].iloc[0]) and not never["in_regime"].iloc[0]
+
+
+def test_regime_by_rule_reads_a_gap_of_two_doublings_per_doubling():
+    # loss 1.0 reached at step S(B) = 10 * (1 + 256 / B): 30 at 128, 15 at 512 (two doublings apart)
+    parts = []
+    for b in (128, 512):
+        scale = 10 * (1 + 256 / b)
+        losses = [2 - s / scale for s in range(1, 60)]
+        parts.append(run("backprop", b, losses, eval_losses={s: v for s, v in enumerate(losses, 1)}))
+    table = ef.regime_by_rule(pd.concat(parts), [1.0], ["eval"]).iloc[0]
+    assert math.isnan(table["last_doubling"])                 # not one doubling apart
+    assert table["per_doubling"] == pytest.approx(2 ** 0.5)
+    assert not table["in_regime"]                             # 1.41x per doubling
+
+
+def test_regime_start_is_where_every_further_doubling_cuts_less_than_the_bar():
+    svb = pd.DataFrame({"batch_size": [32, 64, 128, 512, 1024], "step": [1000.0, 500, 300, 200, 190]})
+    # 64 -> 128 cuts 1.67x; 128 -> 512 cuts 1.5x over two doublings (1.22x each); 512 -> 1024 1.05x
+    assert ef.regime_start(svb, within=1.25) == 128
+    assert ef.regime_start(svb, within=1.2) == 512
+    assert math.isnan(ef.regime_start(svb, within=1.01))
+
+
+def _fronts_and_tables():
+    """Backprop's frontier ends at compute 40, greedy's runs go on to 100: at the high-compute end
+    backprop is held flat past its last run; greedy's maximum is at its smallest batch."""
+    rows = []
+    for method, seed, pts in (("backprop", 0, [(8, 10, 100.0), (16, 20, 60), (32, 40, 40)]),
+                              ("backprop", 1, [(8, 10, 100.0), (16, 20, 50), (32, 40, 44)]),
+                              ("greedy", 0, [(8, 12, 20.0), (32, 40, 16), (128, 100, 8)]),
+                              ("greedy", 1, [(8, 12, 25.0), (32, 40, 20), (128, 100, 10)])):
+        for batch, compute, time in pts:
+            rows.append({"point_id": f"{method}-{batch}-{seed}", "method": method, "batch_size": batch, "lr": 1e-3,
+                         "seed": seed, "target": 1.0, "reached": True, "step": time, "examples": compute,
+                         "compute": float(compute), "time": time})
+    ttt = pd.DataFrame(rows)
+    configs = ef.over_seeds(ttt)
+    svb = ef.steps_vs_batch(ttt)
+    sp = ef.speedup(configs)
+    return ef.StudyTables(rule="eval", targets=[1.0], ttt=ttt, configs=configs, steps_vs_batch=svb,
+                          critical=ef.critical_batch(svb), fronts=ef.staircase(configs), speedup=sp,
+                          per_seed=ef.per_seed_curves(ttt), headline=ef.speedup_table(ttt))
+
+
+def test_verdict_gives_the_high_compute_shared_and_maximum_readings_with_where_they_sit():
+    tables = _fronts_and_tables()
+    v = ef.verdict_table(tables).set_index("method").loc["greedy"]
+    # high-compute end: compute 40 (backprop's largest), greedy's batch-32 run (median time 18) against 42
+    assert v["high_compute"] == 40 and v["high_compute_speedup"] == pytest.approx(42 / 18)
+    assert (v["high_batch"], v["high_baseline_batch"], v["high_compute_ratio"]) == (32, 32, 1.0)
+    # both frontiers' last runs: backprop's at 40, greedy's at 100 -> shared at 40
+    assert v["shared_compute"] == 40 and v["shared_speedup"] == pytest.approx(42 / 18)
+    # each seed's own frontiers: seed 0 40 / 16, seed 1 44 / 20
+    assert (v["shared_speedup_lo"], v["shared_speedup_hi"]) == pytest.approx((44 / 20, 40 / 16))
+    # the maximum: compute 12, greedy's batch 8 (22.5) against backprop's batch 8 (100)
+    assert v["max_speedup"] == pytest.approx(100 / 22.5) and v["max_compute"] == 12
+    assert (v["max_batch"], v["max_baseline_batch"]) == (8, 8)
+    # backprop's steps (median over seeds) 100, 55, 42: 8 -> 16 cuts 1.82x, 16 -> 32 1.31x: no regime at 1.25
+    assert math.isnan(v["regime_start"]) and not v["max_in_regime"]
+    assert ef.verdict_table(tables, within=1.5).set_index("method").loc["greedy", "regime_start"] == 16
+
+
+def test_shared_end_speedup_stops_where_the_first_frontier_ends():
+    fronts = ef.staircase(pd.DataFrame({"method": ["backprop", "backprop", "greedy", "greedy"], "target": 1.0,
+                                        "compute": [10.0, 40, 12, 100], "time": [100.0, 40, 20, 8]}))
+    s = ef.shared_end_speedup(fronts).iloc[0]
+    assert (s["baseline_end"], s["method_end"], s["shared_compute"]) == (40, 100, 40)
+    assert s["shared_speedup"] == pytest.approx(40 / 20)
+
+
+def test_step_ratio_is_the_methods_steps_over_backprops_at_each_batch():
+    svb = pd.DataFrame({"method": ["backprop", "backprop", "greedy", "greedy", "greedy"], "target": 1.0,
+                        "batch_size": [32, 64, 32, 64, 128], "step": [100.0, 60, 130, 180, 90]})
+    r = ef.step_ratio_table(svb)
+    assert list(r.batch_size) == [32, 64] and list(r.step_ratio) == pytest.approx([1.3, 3.0])

@@ -34,15 +34,16 @@ from __future__ import annotations
 
 from .frontiers import (per_seed_curves, per_seed_speedups, sensitivity, sensitivity_spread, speedup, speedup_table,
                         staircase, staircase_at, summarize_speedup)
-from .regime import critical_batch, lr_at_edge, regime_by_rule, steps_vs_batch
-from .study import StudyTables, claims_table, cost_table, save_tables, study_tables
+from .regime import critical_batch, lr_at_edge, regime_by_rule, regime_start, steps_vs_batch
+from .study import (StudyTables, claims_table, cost_table, save_tables, shared_end_speedup, step_ratio_table,
+                    study_tables, verdict_table)
 from .targets import (CONFIG_KEYS, FLOP_COLUMNS, best_lr_points, over_seeds, parse_rule, run_curve, suggest_targets,
                       time_to_target, trailing_mean, unreached_targets)
 
 __all__ = [
     "CONFIG_KEYS", "FLOP_COLUMNS", "StudyTables", "best_lr_points", "claims_table", "cost_table",
-    "critical_batch", "over_seeds", "regime_by_rule", "parse_rule", "per_seed_curves", "per_seed_speedups", "run_curve",
-    "save_tables", "sensitivity", "sensitivity_spread", "speedup", "speedup_table", "staircase",
+    "critical_batch", "over_seeds", "regime_by_rule", "regime_start", "parse_rule", "per_seed_curves",
+    "per_seed_speedups", "run_curve", "save_tables", "shared_end_speedup", "step_ratio_table", "sensitivity", "sensitivity_spread", "speedup", "speedup_table", "staircase",
     "staircase_at", "steps_vs_batch", "study_tables", "suggest_targets", "summarize_speedup",
-    "time_to_target", "trailing_mean", "unreached_targets",
+    "time_to_target", "trailing_mean", "unreached_targets", "verdict_table",
 ]

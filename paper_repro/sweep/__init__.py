@@ -10,14 +10,17 @@ A point file holds the point's per-step records (``step``, ``examples``, ``final
 ``eval_loss``, ``eval_acc``, ``wall_time``) with its configuration, ``status``
 (``finished`` or ``diverged``) and the per-example FLOPs of :func:`paper_repro.cost.step_cost`
 (``total_flops_pe``, ``critical_path_flops_pe``, ``fill_flops_pe``) as columns, so the
-analysis is a pure function of the table :func:`load_results` returns.
+analysis is a pure function of the table :func:`load_results` returns. Each point also records
+the machine that ran it (``hardware``: the CPU model as ``figures/MACHINE`` names it, or the
+GPU; ``torch_version``); points written before it did have neither column
+(:func:`point_machines` says "not recorded").
 """
 from .estimate import estimate_line, time_estimate
 from .grid import Grid, cost_line, example_shape, grid_flops, parse_shard, point_id, store_name
-from .runner import SweepInterrupted, SweepReport, run_point, run_sweep
+from .runner import SweepInterrupted, SweepReport, point_machines, run_point, run_sweep
 from .store import (CONFIG_COLUMNS, RECORD_COLUMNS, STATUSES, adopt_points, finished_ids, load_grid, load_results,
                     open_store, remove_stale_tmp)
 
 __all__ = ["CONFIG_COLUMNS", "RECORD_COLUMNS", "STATUSES", "Grid", "adopt_points", "SweepInterrupted", "SweepReport",
            "cost_line", "estimate_line", "example_shape", "finished_ids", "grid_flops", "load_grid", "load_results", "open_store",
-           "parse_shard", "point_id", "remove_stale_tmp", "run_point", "run_sweep", "store_name", "time_estimate"]
+           "parse_shard", "point_id", "point_machines", "remove_stale_tmp", "run_point", "run_sweep", "store_name", "time_estimate"]

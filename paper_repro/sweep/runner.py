@@ -28,6 +28,7 @@ from tqdm import std as tqdm_std
 from tqdm.auto import tqdm
 
 from .. import checkpoint, cost, signals, train
+from ..hardware import MACHINE_COLUMNS, machine_columns
 from .grid import Grid
 from .store import (OPTIONAL_RECORD_COLUMNS, RECORD_COLUMNS, adopt_points, finished_ids, open_store,
                     partial_path, write_point)
@@ -66,13 +67,25 @@ def run_point(point: dict, root: str, data_dir: str | None = None, device: str =
     meta = dict(sweep=sweep_name, point_id=point["point_id"], model=config["model"], dataset=config["dataset"],
                 method=config["method"], batch_size=config["batch_size"], lr=config["lr"], seed=config["seed"],
                 steps=config["steps"], status=result.status, num_modules=learner.num_modules,
-                **step_cost.as_columns())
+                **step_cost.as_columns(), **machine_columns(device))
     for k, v in reversed(meta.items()):
         records.insert(0, k, v)
     write_point(records, root, point["point_id"])
     checkpoint.remove(partial)
     return {"point_id": point["point_id"], "status": result.status, "seconds": time.perf_counter() - t0,
             "final_loss": float(records["final_loss"].iloc[-1])}
+
+
+def point_machines(df) -> "pd.DataFrame":
+    """One row per point of a sweep table (:func:`~paper_repro.sweep.load_results`): its
+    ``hardware`` and ``torch_version`` as the point recorded them (:func:`run_point` records
+    both), ``"not recorded"`` for points written before points recorded their machine."""
+    import pandas as pd
+    cols = [c for c in ("point_id", "method", "batch_size", "lr", "seed") if c in df.columns]
+    out = df.groupby("point_id", sort=True).first().reset_index()
+    for c in MACHINE_COLUMNS:
+        out[c] = out[c].fillna("not recorded") if c in out.columns else "not recorded"
+    return out[[*cols, *MACHINE_COLUMNS]]
 
 
 PARENT_POLL_S = 0.5  # how often a worker checks that the sweep that started it is alive
