@@ -10,6 +10,8 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
+from .colors import method_colors
+
 
 def save_figure(fig: Figure, name: str, figures_dir: str | os.PathLike = "figures") -> Path:
     """Save ``fig`` as ``figures_dir/name.png`` (folder created) and return the path."""
@@ -51,7 +53,8 @@ def training_curves(records, y: str = "final_loss", *, title: str, ax=None, smoo
     df = records.dropna(subset=[y]).copy()
     if smooth > 1:
         df[y] = df.groupby("method")[y].transform(lambda s: s.rolling(smooth, min_periods=1, center=True).mean())
-    sns.lineplot(data=df, x="step", y=y, hue="method", ax=ax)
+    order = list(dict.fromkeys(df["method"]))
+    sns.lineplot(data=df, x="step", y=y, hue="method", hue_order=order, palette=method_colors(order), ax=ax)
     if logy:
         ax.set_yscale("log")
     ax.set_title(title, fontsize=9)

@@ -12,12 +12,14 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
 
 from ..analysis import best_lr_points, run_curve
+from .colors import method_colors
 from .common import clean_log_ticks
 
 
 def _colors(methods) -> dict:
-    methods = sorted(methods)
-    return dict(zip(methods, sns.color_palette(n_colors=len(methods))))
+    """``{method: colour}`` in sorted order; each method's colour is its own (:mod:`.colors`),
+    whatever other methods the figure draws."""
+    return method_colors(sorted(methods))
 
 
 def _legend(axes, title: str | None = None) -> None:
@@ -54,7 +56,9 @@ def _target_panels(frame: pd.DataFrame, width: float, **subplots):
 def plot_loss_curves(df: pd.DataFrame, title: str, rule: str = "eval", max_panels: int = 4) -> Figure:
     """The loss that decides a target (``rule``) vs examples seen, one line per method (seeds
     pooled: mean and range), one panel per batch size (at most ``max_panels``, spread over
-    the sweep's range), best learning rate of each (method, batch size, seed)."""
+    the sweep's range). Each (method, batch size, seed) is drawn at its learning rate of lowest
+    final loss (:func:`~paper_repro.analysis.best_lr_points`), which need not be the learning
+    rate of fewest steps to a target that the steps-vs-batch table picks; the legend says so."""
     runs = best_lr_points(df, rule)
     curves = [run_curve(run, rule).assign(method=run["method"].iloc[0], batch_size=run["batch_size"].iloc[0])
               for _, run in runs.groupby("point_id")]
@@ -68,7 +72,9 @@ def plot_loss_curves(df: pd.DataFrame, title: str, rule: str = "eval", max_panel
                      palette=colors, hue_order=sorted(colors), errorbar=("pi", 100), legend=ax is axes[0][-1])
         ax.set(title=f"batch {b}", xscale="log", ylabel="training-subset loss" if rule == "eval" else f"loss ({rule})")
     if axes[0][-1].get_legend() is not None:
-        sns.move_legend(axes[0][-1], "upper left", bbox_to_anchor=(1, 1))
+        sns.move_legend(axes[0][-1], "upper left", bbox_to_anchor=(1, 1),
+                        title="method\nline: mean over seeds\nband: range over seeds\n"
+                              "each seed at its learning rate\nof lowest final loss")
     fig.suptitle(title)
     fig.tight_layout()
     return fig
@@ -91,7 +97,7 @@ def plot_steps_vs_batch(svb: pd.DataFrame, title: str) -> Figure:
         ax.set(xscale="log", yscale="log", xlabel="batch size", ylabel="steps to target", title=f"target {t:g}")
         ax.set_xscale("log", base=2)
         clean_log_ticks(ax)
-    _legend(axes[0], "method (dotted: perfect scaling)")
+    _legend(axes[0], "method: median over seeds\nbars: range over seeds\ndotted: perfect scaling")
     fig.suptitle(title)
     fig.tight_layout()
     return fig
@@ -99,8 +105,9 @@ def plot_steps_vs_batch(svb: pd.DataFrame, title: str) -> Figure:
 
 def plot_frontiers(configs: pd.DataFrame, fronts: pd.DataFrame, title: str) -> Figure:
     """Time vs compute to each target: every configuration that reached it (median over
-    seeds, dots) and each method's staircase frontier (best time with at most that
-    compute, drawn as steps, never interpolated), one panel per target."""
+    seeds, dots) and each method's staircase frontier of those medians (best time with at most
+    that compute, drawn as steps, never interpolated), one panel per target; the legend says
+    that both are medians over seeds."""
     targets = sorted(configs["target"].unique(), reverse=True)
     colors = _colors(configs["method"].unique())
     fig, axes = plt.subplots(1, len(targets), figsize=(4.2 * len(targets), 3.8), squeeze=False)
@@ -124,7 +131,7 @@ def plot_frontiers(configs: pd.DataFrame, fronts: pd.DataFrame, title: str) -> F
             ax.text(0.02, 0.02, "not reached by " + ", ".join(missing), transform=ax.transAxes, fontsize=8)
         ax.set(xscale="log", yscale="log", xlabel="compute to target (FLOPs)", ylabel="time (sequential FLOPs)")
         clean_log_ticks(ax)
-    _legend(axes[0])
+    _legend(axes[0], "method\ndots: configurations,\nmedian over seeds\nsteps: frontier of the medians")
     fig.suptitle(title)
     fig.tight_layout()
     return fig
@@ -157,7 +164,7 @@ def plot_speedup_band(sp: pd.DataFrame, per_seed: list[pd.DataFrame], title: str
         ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
         ax.yaxis.set_minor_formatter(NullFormatter())
-    _legend(axes[0], "band: range over seeds")
+    _legend(axes[0], "method\nline: median-over-seeds frontiers\nband: range over seeds")
     fig.suptitle(title)
     fig.tight_layout()
     return fig
@@ -204,7 +211,7 @@ def plot_speedup_vs_modules(frame: pd.DataFrame, title: str) -> Figure:
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_ylim(lo, hi)
         ax.grid(alpha=0.3)
-    _legend(axes[0], "method")
+    _legend(axes[0], "method\npoint: median-over-seeds frontiers\nbar: range over seeds")
     fig.suptitle(title)
     fig.tight_layout()
     return fig

@@ -8,6 +8,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from ..distributed.report import to_frame
+from .colors import schedule_colors
 from .common import clean_log_ticks
 from .labels import model_label
 
@@ -24,7 +25,7 @@ def plot_throughput(records: list[dict], title: str) -> Figure:
     df = to_frame(records).drop_duplicates(["schedule", "micro_batch"])
     fig, ax = plt.subplots(figsize=(7.5, 4))
     sns.lineplot(df, x="micro_batch", y="samples_per_s", hue="schedule", style="schedule", markers=True,
-                 ax=ax)
+                 palette=schedule_colors(df.schedule.unique()), ax=ax)
     ax.set(ylabel="throughput (samples/s)", title=title, ylim=(0, None))
     _micro_batch_axis(ax, df.micro_batch.unique())
     sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1))
@@ -35,11 +36,13 @@ def plot_throughput(records: list[dict], title: str) -> Figure:
 def plot_memory(records: list[dict], title: str) -> Figure:
     """Peak memory vs micro-batch size, one panel per stage, one line per schedule (log scale)."""
     df = to_frame(records)
+    order = list(dict.fromkeys(df.schedule))
     stages = sorted(df.stage.unique())
     fig, axes = plt.subplots(1, len(stages), figsize=(4.5 * len(stages), 4), sharey=True, squeeze=False)
     for ax, s in zip(axes[0], stages):
         sns.lineplot(df[df.stage == s], x="micro_batch", y="peak_mem_MB", hue="schedule", style="schedule",
-                     markers=True, ax=ax, legend=s == stages[-1])
+                     hue_order=order, style_order=order, palette=schedule_colors(order), markers=True, ax=ax,
+                     legend=s == stages[-1])
         ax.set(ylabel="peak memory (MB, log scale)", title=f"stage {s}", yscale="log")
         _micro_batch_axis(ax, df.micro_batch.unique())
     sns.move_legend(axes[0][-1], "upper left", bbox_to_anchor=(1.02, 1))
@@ -70,10 +73,12 @@ def plot_comm_sizes(frame, title: str) -> Figure:
     """Bytes per step against micro-batch size (log-log), one panel per number of processors,
     one line per schedule (``frame``: :func:`~paper_repro.distributed.report.comm_sizes_frame`)."""
     procs = sorted(frame.processors.unique())
+    order = list(dict.fromkeys(frame.schedule))
     fig, axes = plt.subplots(1, len(procs), figsize=(4.2 * len(procs), 3.8), sharey=True, squeeze=False)
     for ax, p in zip(axes[0], procs):
         sns.lineplot(frame[frame.processors == p], x="micro_batch", y="total_MB", hue="schedule",
-                     style="schedule", markers=True, ax=ax, legend=p == procs[-1])
+                     style="schedule", hue_order=order, style_order=order, palette=schedule_colors(order),
+                     markers=True, ax=ax, legend=p == procs[-1])
         ax.set(yscale="log", ylabel="MB per step (all boundaries)", title=f"{p} processors")
         _micro_batch_axis(ax, frame.micro_batch.unique())
         clean_log_ticks(ax)
@@ -91,7 +96,7 @@ def plot_schedule_runs(frame, title: str) -> Figure:
     models = list(dict.fromkeys(frame.model))
     fig, axes = plt.subplots(len(models), 1, figsize=(10, 3.6 * len(models)), squeeze=False)
     runs = list(dict.fromkeys(frame.run))
-    colors = dict(zip(runs, sns.color_palette(n_colors=len(runs))))
+    colors = dict(zip(runs, sns.color_palette("colorblind", len(runs))))   # runs, not schedules: by position
     for ax, model in zip(axes[:, 0], models):
         df = frame[frame.model == model]
         order = list(dict.fromkeys(df.schedule))
@@ -103,7 +108,7 @@ def plot_schedule_runs(frame, title: str) -> Figure:
         ax.set_xticks(range(len(order)), order, rotation=35, ha="right")
         mbs = sorted(df.micro_batch.unique())
         first = df.iloc[0]
-        ax.set(ylabel="samples/s (median, bar: range)", ylim=(0, None),
+        ax.set(ylabel="samples/s (median over repeats,\nbar: range over repeats)", ylim=(0, None),
                title=f"{model_label(model, first.model_kwargs, first.image_size)}, "
                      f"micro-batch {', '.join(map(str, mbs))}")
         ax.grid(axis="y", alpha=0.3)

@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 
 from ..models import BlockNet
 from ..probes.filters import filter_mosaic, first_conv, mean_low_frequency_fraction
+from .colors import method_colors
 
 
 def plot_gradient_cosine(df: pd.DataFrame, title: str, methods: list[str] | None = None) -> Figure:
@@ -24,7 +25,8 @@ def plot_gradient_cosine(df: pd.DataFrame, title: str, methods: list[str] | None
         ax.set(title=method, xlabel="iteration", ylabel="cosine(local, backprop grad)", ylim=(-0.05, 1.05))
         ax.grid(alpha=0.3)
     if axes[0][-1].get_legend() is not None:
-        sns.move_legend(axes[0][-1], "center left", bbox_to_anchor=(1.02, 0.5), title="layer")
+        sns.move_legend(axes[0][-1], "center left", bbox_to_anchor=(1.02, 0.5),
+                        title="layer\nline: mean over seeds\nband: sd over seeds")
     fig.suptitle(title, y=1.02)
     fig.tight_layout()
     return fig
@@ -92,6 +94,7 @@ def plot_ablation(layers: pd.DataFrame, title: str, paper: dict[int, tuple[float
         top = d.layer - d.layer.max() + 5                      # the last layer is the paper's 5th
         ax.errorbar(top, d.measured, yerr=d.sd_over_seeds.fillna(0), marker="o", ms=4, lw=1.2, capsize=2,
                     label=v, color=colour)
+    ax.plot([], [], " ", label="bars: sd over seeds")
     for layer, (lo, hi) in (paper or {}).items():
         ax.add_patch(plt.Rectangle((layer - 0.2, lo - 0.01), 0.4, hi - lo + 0.02, color="0.6", alpha=0.5, zorder=0))
     ax.set(xlabel="layer (5 = last; deeper nets aligned from the top)", ylabel="cosine(local, backprop grad)",
@@ -106,10 +109,12 @@ def plot_ablation(layers: pd.DataFrame, title: str, paper: dict[int, tuple[float
 def plot_random_labels(df: pd.DataFrame, title: str, chance: float | None = None) -> Figure:
     """Training accuracy vs epoch, one line per method (mean over seeds, band = sd over seeds)."""
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    sns.lineplot(data=df, x="epoch", y="train_acc", hue="method", errorbar="sd", ax=ax)
+    order = list(dict.fromkeys(df.method))
+    sns.lineplot(data=df, x="epoch", y="train_acc", hue="method", hue_order=order, palette=method_colors(order),
+                 errorbar="sd", ax=ax)
     if chance is not None:
         ax.axhline(chance, color="gray", ls="--", lw=1, label=f"chance ({chance:g})")
-        ax.legend()
+    ax.legend(title="line: mean over seeds\nband: sd over seeds")
     ax.set(xlabel="epoch", ylabel="train accuracy (random labels)", ylim=(0, 1.02))
     ax.grid(alpha=0.3)
     ax.set_title(title)

@@ -12,6 +12,8 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from .colors import schedule_colors
+
 GIB = 2 ** 30
 
 
@@ -26,7 +28,7 @@ def plot_memory(df: pd.DataFrame, title: str) -> Figure:
     stage as a line, every stage as a dot."""
     stages = sorted(df.stages.unique())
     fig, axes = plt.subplots(1, len(stages), figsize=(5.5 * len(stages), 4.2), squeeze=False, sharey=True)
-    colors = dict(zip(df.schedule.unique(), sns.color_palette(n_colors=df.schedule.nunique())))
+    colors = schedule_colors(df.schedule.unique())
     for ax, S in zip(axes[0], stages):
         part = df[df.stages == S]
         for schedule, g in part.groupby("schedule", sort=False):
@@ -53,7 +55,7 @@ def plot_ratios(tables: dict[str, pd.DataFrame], x: str, title: str) -> Figure:
     order = list(dict.fromkeys(b for df in tables.values() for b in df.baseline))   # same colours in every panel
     for ax, (model, df) in zip(axes[0], tables.items()):
         sns.lineplot(df, x=x, y="ratio", hue="baseline", style="baseline", hue_order=order, style_order=order,
-                     markers=True, dashes=False, ax=ax)
+                     palette=schedule_colors(order), markers=True, dashes=False, ax=ax)
         ax.axhline(1.0, color="grey", lw=0.8)
         _log2_axis(ax, df[x])
         ax.set_xlabel(label)
@@ -78,7 +80,8 @@ def plot_paper_setting(ratios: dict[str, float | list[float]], paper: float, tit
     low = [m - values[n][0] for m, n in zip(mid, names)]
     high = [values[n][-1] - m for m, n in zip(mid, names)]
     spread = any(len(v) > 1 for v in values.values())
-    bars = ax.bar(names, mid, color=sns.color_palette(n_colors=len(names)),
+    colors = schedule_colors(names)
+    bars = ax.bar(names, mid, color=[colors[n] for n in names],
                   yerr=[low, high] if spread else None, capsize=4)
     labels = [f"{m:.2f}" + (f"\n[{values[n][0]:.2f}-{values[n][-1]:.2f}]" if len(values[n]) > 1 else "")
               for m, n in zip(mid, names)]
@@ -86,7 +89,7 @@ def plot_paper_setting(ratios: dict[str, float | list[float]], paper: float, tit
     ax.axhline(paper, color="black", ls="--", lw=1)
     ax.text(len(names) - 0.5, paper, f"paper: {paper:.2f} (4 IPUs)", ha="right", va="bottom", fontsize=9)
     ax.axhline(1.0, color="grey", lw=0.8)
-    ax.set_ylabel("samples/s: local / baseline")
+    ax.set_ylabel("samples/s: local / baseline" + ("\n(median; bar: range over calibrations)" if spread else ""))
     ax.set_xlabel("pipelined-backprop baseline")
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
@@ -106,7 +109,7 @@ def plot_validation(per_ratio: pd.DataFrame, title: str, tolerance: float = 0.15
     rows = -(-len(tables) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.4 * rows), squeeze=False)
     schedules = list(dict.fromkeys(per_ratio.schedule))
-    palette = dict(zip(schedules, sns.color_palette(n_colors=len(schedules))))
+    palette = schedule_colors(schedules)
     sims = [c for c in per_ratio.columns if c.startswith("simulated:")]
     lo = min(per_ratio.measured_min.min(), per_ratio[sims or ["simulated_median"]].min().min()) * 0.9
     hi = max(per_ratio.measured_max.max(), per_ratio[sims or ["simulated_median"]].max().max()) * 1.05
@@ -130,7 +133,7 @@ def plot_validation(per_ratio: pd.DataFrame, title: str, tolerance: float = 0.15
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
         ax.set_xlabel("measured ratio to 1F1B (pooled; bar: range of measurements)")
-        ax.set_ylabel("simulated ratio to 1F1B")
+        ax.set_ylabel("simulated ratio to 1F1B (median; bar: range of simulations)")
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(tables):]:
         ax.set_visible(False)
