@@ -138,12 +138,19 @@ def _first_line(err: Exception) -> str:
 
 @torch.no_grad()
 def _trace_shapes(blocks: list[nn.Module], example: torch.Tensor) -> list[tuple]:
-    """Output shape of every block on ``example`` (eval mode); ValueError naming the block that fails."""
+    """Output shape of every block on ``example`` (eval mode); ValueError naming the block that
+    fails, or that changes the batch (first) dimension: losses and stage boundaries count samples
+    along it. An example of one sample is run twice over, so that a block folding the batch into
+    another dimension (``x.view(1, -1)``) shows."""
     modes = [b.training for b in blocks]
-    h, shapes = example, []
+    if example.dim() == 0:
+        raise ValueError("the example must be a batch of inputs (first dimension: samples), got a scalar")
+    n = example.shape[0]
+    h, shapes = (example if n > 1 else torch.cat([example, example])), []
     try:
         for i, block in enumerate(blocks):
             block.eval()
+            h_in = h
             try:
                 h = block(h)
             except (RuntimeError, ValueError, IndexError, TypeError) as err:
@@ -152,7 +159,12 @@ def _trace_shapes(blocks: list[nn.Module], example: torch.Tensor) -> list[tuple]
                                  f"{tuple(h.shape)}: {_first_line(err)}") from err
             if not isinstance(h, torch.Tensor):
                 raise ValueError(f"block {i} ({type(block).__name__}) returns {type(h).__name__}, not a tensor")
-            shapes.append(tuple(h.shape))
+            if h.dim() == 0 or h.shape[0] != h_in.shape[0]:
+                raise ValueError(f"block {i} ({type(block).__name__}) changes the batch dimension: input of shape "
+                                 f"{tuple(h_in.shape)} gives output of shape {tuple(h.shape)}; every block must "
+                                 "keep dimension 0 as the samples (flatten with x.flatten(1), not x.view(-1) or "
+                                 "x.view(1, -1))")
+            shapes.append((n, *h.shape[1:]))
     finally:
         for block, mode in zip(blocks, modes):
             block.train(mode)

@@ -96,6 +96,20 @@ def module_blocks(spec: str, n_blocks: int) -> list[list[int]]:
     return [list(range(s, s + size)) for s, size in zip(starts, sizes)]
 
 
+def split_advice(net) -> str:
+    """Why ``net`` (an ``nn.Module`` that is neither a BlockNet nor an ``nn.Sequential``) cannot be
+    trained locally, and how to write it so that it can."""
+    name = type(net).__name__
+    return (f"needs an nn.Sequential of blocks or a BlockNet, got a {name}, whose forward is one piece of code "
+            f"that cannot be cut into blocks. Write the network as blocks, each taking the previous block's "
+            f"output, and pass nn.Sequential(block0, "
+            f"block1, ...): move each stage of {name}.forward into a block (e.g. nn.Sequential(self.conv1, "
+            "nn.ReLU()) as one block), keep the batch as dimension 0 between blocks, and leave the "
+            "classifier out (the default heads, sized by num_classes=, go after a block; or give head=); "
+            "num_classes= and example= then apply to that nn.Sequential. For heads and a loss of your "
+            "own, build a paper_repro.blocknet.BlockNet(blocks, head_factory, task=...)")
+
+
 class ModuleRun(NamedTuple):
     """One local module's pass: its index, its (detached) input, its blocks' outputs by block
     index, and its loss."""
@@ -110,6 +124,8 @@ class Learner(nn.Module):
 
     def __init__(self, net: BlockNet, spec: str):
         super().__init__()
+        if isinstance(net, nn.Module) and not isinstance(net, (BlockNet, nn.Sequential, nn.ModuleList)):
+            raise ValueError(f"a Learner {split_advice(net)}")
         if not isinstance(net, BlockNet):
             raise ValueError(f"a Learner needs a BlockNet (paper_repro.models.build, or BlockNet.from_sequential "
                              f"for an nn.Sequential), got {type(net).__name__}")
@@ -176,9 +192,12 @@ def build(net: BlockNet | nn.Sequential | list, spec: str, **wrap) -> Learner:
 
     ``net`` is a BlockNet, or an ``nn.Sequential`` / list of blocks, which is wrapped with
     :meth:`BlockNet.from_sequential` and ``wrap`` (``num_classes`` or ``head``; ``example``,
-    ``task``, ``name``)."""
-    if isinstance(net, (nn.Sequential, list, tuple)):
+    ``task``, ``name``). Any other ``nn.Module`` is refused, with or without ``wrap``: its
+    ``forward`` is one piece of code the methods cannot cut into blocks."""
+    if isinstance(net, (nn.Sequential, nn.ModuleList, list, tuple)):
         net = BlockNet.from_sequential(net, **wrap)
+    elif isinstance(net, nn.Module) and not isinstance(net, BlockNet):
+        raise ValueError(f"methods.build {split_advice(net)}")
     elif wrap:
         raise ValueError(f"wrap arguments {', '.join(sorted(wrap))} are for an nn.Sequential or a list of blocks, "
                          f"not a {type(net).__name__}")

@@ -8,7 +8,7 @@ runs the module's blocks and head with autograd, and takes ``torch.autograd.grad
 import pytest
 import torch
 
-from paper_repro import methods, models
+from paper_repro import estimate, methods, models
 
 
 
@@ -189,8 +189,58 @@ def test_build_wraps_a_sequential_and_says_what_it_needs():
     assert learner.num_modules == 2 and len(learner.losses(torch.randn(5, 4), torch.randint(3, (5,)))) == 2
     with pytest.raises(ValueError, match="num_classes"):
         methods.build(seq, "greedy")
-    with pytest.raises(ValueError, match="needs a BlockNet.*Linear"):
+    with pytest.raises(ValueError, match="needs an nn.Sequential of blocks or a BlockNet, got a Linear"):
         methods.build(torch.nn.Linear(2, 2), "greedy")
     with pytest.raises(ValueError, match="num_classes.*not a BlockNet"):
         methods.build(learner.net, "greedy", num_classes=3)
 
+
+
+class _Fold(torch.nn.Module):
+    """A block that folds the batch into the features: (N, D) -> (1, N * D)."""
+
+    def forward(self, x):
+        return x.reshape(1, -1)
+
+
+class _TwoLayers(torch.nn.Module):
+    """A plain nn.Module: one forward, no blocks."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(4, 8), torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+@pytest.mark.parametrize("batch", [1, 2, 5])
+def test_a_block_that_changes_the_batch_dimension_fails_at_build_naming_it(batch):
+    seq = torch.nn.Sequential(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU()), _Fold(),
+                              torch.nn.Linear(8 * max(batch, 2), 8))
+    with pytest.raises(ValueError, match=r"^block 1 \(_Fold\) changes the batch dimension: input of shape "
+                                         r"\(\d+, 8\) gives output of shape \(1, \d+\)") as err:
+        methods.build(seq, "greedy", num_classes=3, example=torch.randn(batch, 4))
+    assert "\n" not in str(err.value)
+    # the pipeline estimate wraps the same way: the same error, before anything is timed
+    with pytest.raises(ValueError, match=r"block 1 \(_Fold\) changes the batch dimension"):
+        estimate.pipeline_estimate(lambda: seq, torch.randn(4, 4), torch.randint(3, (4,)), devices=2, num_classes=3)
+    # a block that keeps the batch (flatten(1)) passes, with an example of one sample too
+    ok = torch.nn.Sequential(torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.ReLU()), torch.nn.Flatten(1))
+    learner = methods.build(ok, "greedy", num_classes=3, example=torch.randn(batch, 1, 5, 5))
+    assert learner.num_modules == 2 and learner.net.expects == f"inputs like {(batch, 1, 5, 5)}"
+
+
+@pytest.mark.parametrize("wrap", [{}, {"num_classes": 3}, {"example": torch.randn(2, 4)},
+                                  {"num_classes": 3, "example": torch.randn(2, 4)}])
+def test_a_plain_module_is_refused_with_how_to_split_it_into_blocks(wrap):
+    with pytest.raises(ValueError) as err:
+        methods.build(_TwoLayers(), "greedy", **wrap)
+    text = str(err.value)
+    assert text.startswith("methods.build needs an nn.Sequential of blocks or a BlockNet, got a _TwoLayers")
+    # says how: one block per piece of _TwoLayers.forward, and where num_classes / example go
+    assert "_TwoLayers.forward into a block" in text and "nn.Sequential(block0, block1, ...)" in text
+    assert "num_classes= and example= then apply to that nn.Sequential" in text and "BlockNet(" in text
+    assert "wrap arguments" not in text and "\n" not in text
+    with pytest.raises(ValueError, match="^a Learner needs an nn.Sequential of blocks or a BlockNet, got a _TwoLayers"):
+        methods.Learner(_TwoLayers(), "greedy")
