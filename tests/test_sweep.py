@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from paper_repro import cli, sweep
+from paper_repro.sweep.store import check_point_file
 
 
 def tiny_grid(**over):
@@ -160,3 +161,95 @@ def test_store_named_after_the_text_it_trains_on():
     images = sweep.Grid(name="c", model="mlp", dataset="cifar10", methods=["backprop"], batch_sizes=[4],
                         lrs=[1e-3])
     assert sweep.store_name(images, "/anywhere/cifar10") == "c"             # CIFAR-10 is CIFAR-10
+
+
+# ------------------------------------------------------------------- damaged and read-only stores
+def _point_id(path):
+    return path.name.removesuffix(".csv.gz")
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "cut at a row"])
+def test_a_damaged_point_file_is_set_aside_and_trained_again_on_resume(tmp_path, capfd, damage):
+    import gzip
+
+    root = tmp_path / "tiny"
+    g = tiny_grid(methods=["greedy"])
+    sweep.run_sweep(g, root, progress=False, threads=1)
+    files = sorted((root / "points").glob("*.csv.gz"))
+    good = files[0].read_bytes()
+    bad, kept = files[1], files[0]
+    whole = bad.read_bytes()
+    if damage == "truncated":        # a copy cut short: the gzip stream ends early
+        bad.write_bytes(whole[:len(whole) // 2])
+    elif damage == "empty":
+        bad.write_bytes(b"")
+    else:                            # a whole gzip stream of a CSV that stops mid-row
+        text = gzip.decompress(whole).decode()
+        bad.write_bytes(gzip.compress(text[:len(text) - 7].encode()))
+    assert check_point_file(bad) is not None and check_point_file(kept) is None
+    # loading names the file instead of failing inside pandas or gzip
+    if damage != "cut at a row":     # (pandas reads a CSV cut mid-row as a short last row)
+        with pytest.raises(ValueError, match=f"cannot read sweep point file {bad}"):
+            sweep.load_results(root)
+    capfd.readouterr()
+    rep = sweep.run_sweep(g, root, progress=False, threads=1)
+    err = capfd.readouterr().err
+    assert rep.skipped == 1 and rep.finished == [_point_id(bad)], rep
+    assert f"damaged point file {bad}" in err and "the point is trained again" in err
+    assert "1 damaged point files set aside and trained again" in str(rep)
+    before = tmp_path / "before.csv.gz"
+    before.write_bytes(whole)
+    retrained, original = (pd.read_csv(f).drop(columns="wall_time") for f in (bad, before))
+    pd.testing.assert_frame_equal(retrained, original)          # the same run again (all but its timing)
+    assert kept.read_bytes() == good                           # the sound point untouched
+    assert (root / "damaged" / bad.name).is_file() and list(rep.damaged) == [bad]
+    assert sweep.load_results(root).groupby("point_id").step.max().tolist() == [6, 6]
+    rep = sweep.run_sweep(g, root, progress=False, threads=1)
+    assert rep.skipped == 2 and not rep.finished and not rep.damaged
+
+
+@pytest.fixture
+def read_only():
+    """Makes a folder unwritable for this process (chmod, or as root the immutable attribute);
+    undone afterwards."""
+    import shutil
+    import subprocess
+
+    made = []
+
+    def make(folder):
+        if os.geteuid() != 0:
+            folder.chmod(0o555)
+        elif not shutil.which("chattr") or subprocess.run(["chattr", "+i", str(folder)]).returncode:
+            pytest.skip("no way to make a folder read-only for root here (chattr +i)")
+        made.append(folder)
+
+    yield make
+    for folder in made:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(folder)])
+        else:
+            folder.chmod(0o755)
+
+
+def test_a_read_only_store_is_refused_before_anything_trains(tmp_path, read_only, capsys):
+    g = tiny_grid(methods=["greedy"])
+    store = tmp_path / "ro" / g.name
+    sweep.run_sweep(g, store, progress=False, threads=1)
+    first, second = (p["point_id"] for p in g.points())
+    (store / "points" / f"{second}.csv.gz").unlink()
+    read_only(store / "points")
+    # shard 0 of 2 holds only the finished point: nothing to write, so a read-only store is fine
+    assert sweep.run_sweep(g, store, shard=(0, 2), progress=False).skipped == 1
+    with pytest.raises(ValueError, match=f"^cannot write to sweep results folder {store}: "):
+        sweep.run_sweep(g, store, progress=False, threads=1)
+    assert not (store / "partial").exists()                   # no point began training
+    grid_file = tmp_path / "g.json"
+    grid_file.write_text(json.dumps(g.to_dict()))
+    capsys.readouterr()
+    assert cli.main(["sweep", "--grid", str(grid_file), "--results", str(tmp_path / "ro"), "--no-progress",
+                     "--threads", "1"]) == 2
+    err = capsys.readouterr().err
+    # (after the grid's cost line) one line, and no traceback
+    assert err.splitlines()[-1].startswith(f"error: cannot write to sweep results folder {store}: ")
+    assert err.count("error") == 1 and "Traceback" not in err

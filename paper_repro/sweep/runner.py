@@ -30,8 +30,8 @@ from tqdm.auto import tqdm
 from .. import checkpoint, cost, signals, train
 from ..hardware import MACHINE_COLUMNS, machine_columns
 from .grid import Grid
-from .store import (OPTIONAL_RECORD_COLUMNS, RECORD_COLUMNS, adopt_points, finished_ids, open_store,
-                    partial_path, write_point)
+from .store import (OPTIONAL_RECORD_COLUMNS, RECORD_COLUMNS, adopt_points, check_writable, damaged_points,
+                    finished_ids, open_store, partial_path, set_aside, write_point)
 
 CHECKPOINT_EVERY_S = 60.0  # a point stopped mid-run resumes from its last checkpoint, at most this old
 
@@ -126,11 +126,13 @@ class SweepReport:
     diverged: list = field(default_factory=list)
     failed: list = field(default_factory=list)   # (point id, error) for runs that raised
     reused: dict = field(default_factory=dict)   # {other store: points copied from it} (counted in skipped)
+    damaged: dict = field(default_factory=dict)  # {damaged point file: where it was moved}; trained again
 
     def __str__(self) -> str:
         reused = "".join(f", {n} of them copied from {src}" for src, n in self.reused.items())
+        damaged = f" ({len(self.damaged)} damaged point files set aside and trained again)" if self.damaged else ""
         return (f"{self.total} points: {self.skipped} already done{reused}, {len(self.finished)} finished, "
-                f"{len(self.diverged)} diverged, {len(self.failed)} failed")
+                f"{len(self.diverged)} diverged, {len(self.failed)} failed{damaged}")
 
 
 @signals.sigterm_as_interrupt()  # SIGTERM takes the Ctrl-C path: workers stopped, saved points kept
@@ -160,9 +162,18 @@ def run_sweep(grid: Grid, root: str | os.PathLike, *, workers: int = 1, shard: t
     root = open_store(root, grid)
     mine = [p for j, p in enumerate(grid.points()) if j % n == i]
     reused = adopt_points(root, [p["point_id"] for p in mine], reuse)
-    done = finished_ids(root)
+    damaged = damaged_points(root, [p["point_id"] for p in mine])
+    damaged_ids = {f.name.removesuffix(".gz").removesuffix(".csv") for f in damaged}
+    done = finished_ids(root) - damaged_ids
     todo = [p for p in mine if p["point_id"] not in done]
-    report = SweepReport(total=len(mine), skipped=len(mine) - len(todo), reused=reused)
+    if todo:  # before anything trains: a read-only store fails now, in one line
+        check_writable(root)
+    moved = {}
+    for f, problem in damaged.items():
+        moved[f] = set_aside(root, f)
+        print(f"damaged point file {f} {problem}: moved to {moved[f]}; the point is trained again",
+              file=sys.stderr, flush=True)
+    report = SweepReport(total=len(mine), skipped=len(mine) - len(todo), reused=reused, damaged=moved)
     args = dict(root=str(root), data_dir=data_dir, device=device, sweep_name=grid.name)
     saved_threads = torch.get_num_threads()
     bar = None

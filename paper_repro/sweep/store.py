@@ -9,10 +9,16 @@ Files are written to a temporary dot file ending in ``.tmp`` in the same folder 
 host and process id) and ``os.replace``-d into place: a point file is complete or absent.
 Temporary files left by killed processes of this host are deleted when the store is
 reopened; those of live processes, and of other hosts sharing the folder, are kept.
+A point file damaged afterwards (truncated by a full disk, a copy cut short) is found by
+:func:`check_point_file` when the sweep resumes, moved to ``<store>/damaged/`` and trained
+again (:func:`set_aside`).
 """
 from __future__ import annotations
 
+import csv
+import gzip
 import json
+import zlib
 import os
 import shutil
 import socket
@@ -113,6 +119,69 @@ def finished_ids(root: str | os.PathLike) -> set[str]:
     return {p.name.removesuffix(".gz").removesuffix(".csv") for p in point_files(root)}
 
 
+def check_point_file(path: str | os.PathLike) -> str | None:
+    """What is wrong with the point file at ``path`` (None: nothing): it must decompress to the
+    end, start with a header holding every column a point has, hold at least one row and end
+    with a whole row (a truncated plain CSV ends mid-row). Reads the file, parses no numbers."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+        if path.name.endswith(".gz"):
+            raw = gzip.decompress(raw)
+        text = raw.decode("utf-8")
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as err:   # gzip.BadGzipFile is an OSError
+        return f"cannot be read ({type(err).__name__}: {err})"
+    lines = text.splitlines()
+    if not lines:
+        return "is empty"
+    header = next(csv.reader([lines[0]]))
+    missing = [c for c in CONFIG_COLUMNS + RECORD_COLUMNS if c not in header]
+    if missing:
+        return f"has no columns {missing}"
+    if len(lines) < 2:
+        return "has a header and no rows"
+    if not text.endswith("\n") or len(next(csv.reader([lines[-1]]))) != len(header):
+        return "ends in the middle of a row (truncated)"
+    return None
+
+
+def damaged_points(root: str | os.PathLike, ids) -> dict[Path, str]:
+    """``{point file: what is wrong}`` over the store's finished points among ``ids``."""
+    wanted = set(ids)
+    out = {}
+    for f in point_files(root):
+        if f.name.removesuffix(".gz").removesuffix(".csv") in wanted:
+            problem = check_point_file(f)
+            if problem is not None:
+                out[f] = problem
+    return out
+
+
+def set_aside(root: str | os.PathLike, path: Path) -> Path:
+    """Move the damaged point file ``path`` to ``<root>/damaged/`` (kept for inspection, no longer
+    a finished point); return where it went."""
+    folder = Path(root) / "damaged"
+    folder.mkdir(exist_ok=True)
+    dest = folder / path.name
+    n = 1
+    while dest.exists():
+        dest, n = folder / f"{path.name}.{n}", n + 1
+    os.replace(path, dest)
+    return dest
+
+
+def check_writable(root: str | os.PathLike) -> None:
+    """ValueError naming the store when a point file cannot be written into it (a read-only
+    file system, no permission): found before a point trains, not after."""
+    probe = _tmp_path(Path(root) / "points" / "write-check")
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise ValueError(f"cannot write to sweep results folder {root}: {err.strerror or err}; "
+                         "give a writable --results folder") from None
+
+
 def adopt_points(root: str | os.PathLike, ids, sources) -> dict[str, int]:
     """Copy into the store at ``root`` the finished points among ``ids`` that it lacks and a
     store in ``sources`` holds; return ``{source: points copied}``. A point id hashes every
@@ -151,7 +220,14 @@ def load_results(root: str | os.PathLike) -> pd.DataFrame:
     files = point_files(root)
     if not files:
         raise ValueError(f"results folder {root} has no finished points yet; run the sweep first")
-    frames = [pd.read_csv(f) for f in files]
+    frames = []
+    for f in files:
+        try:
+            frames.append(pd.read_csv(f))
+        except (OSError, EOFError, zlib.error, UnicodeDecodeError, pd.errors.ParserError,
+                pd.errors.EmptyDataError) as err:
+            raise ValueError(f"cannot read sweep point file {f}: {type(err).__name__}: {err}; run the sweep "
+                             "again to set it aside and train the point again") from None
     for f, frame in zip(files, frames):
         missing = [c for c in CONFIG_COLUMNS + RECORD_COLUMNS if c not in frame.columns]
         if missing:
