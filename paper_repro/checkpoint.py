@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 FORMAT = 1
-_IGNORED = ("progress", "device")  # how a run is shown or where it runs does not change its records
+_IGNORED = ("progress", "device", "threads")  # how a run is shown or where it runs does not change its records
 
 
 def _comparable(config: dict) -> dict:
@@ -73,3 +73,37 @@ def remove(path: str | os.PathLike) -> None:
         path.parent.rmdir()
     except OSError:  # not empty, or gone
         pass
+
+
+# ------------------------------------------------------------------------ trained models
+MODEL_FORMAT = 1
+
+
+def save_learner(path: str | os.PathLike, learner: torch.nn.Module, *, model: str, model_kwargs: dict,
+                 dataset: str, seed: int = 0) -> Path:
+    """The whole trained learner (the net and every local module's head) as one state dict, with
+    what rebuilds it (model name, its keyword arguments, method, data set), written atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {"format": MODEL_FORMAT, "model": model, "model_kwargs": model_kwargs, "method": learner.spec,
+             "dataset": dataset, "seed": seed,
+             "learner": {k: v.detach().cpu() for k, v in learner.state_dict().items()}}
+    tmp = path.with_name(f".{path.name}.{socket.gethostname().replace('.', '_')}.{os.getpid()}.tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def load_learner(path: str | os.PathLike, data, device: str = "cpu"):
+    """The learner :func:`save_learner` wrote, rebuilt for ``data`` (the data set it was trained
+    on, which gives the input shape and classes) with its trained parameters."""
+    from . import build                             # torch models: loaded only when a model is read
+    from .config import ModelParts
+    state = torch.load(path, map_location=device, weights_only=True)
+    if state.get("format") != MODEL_FORMAT:
+        raise ValueError(f"{path} is not a model saved by paper_repro (format {state.get('format')!r})")
+    parts = ModelParts(model=state["model"], model_kwargs=state["model_kwargs"])
+    learner = build.build_learner(parts, data, state["method"], state["seed"])
+    learner.load_state_dict(state["learner"])
+    return learner.to(device)
+

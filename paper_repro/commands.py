@@ -23,7 +23,7 @@ from .distributed.options import configs_from_args
 from .distributed.report import format_targets, median_records, targets, to_frame
 from .names import MODELS
 from .report_table import format_table
-from .distributed.run import write_json
+from .distributed.planning import write_json
 from .sweep import Grid, SweepInterrupted, cost_line, parse_shard, run_sweep, store_name
 
 # file extension -> (what it is, the modules of which at least one must be importable)

@@ -72,12 +72,18 @@ class TrainConfig(ModelParts, DataParts, OptimParts):
     train_eval_examples: int | None = None  # None: the whole training split
     stop_loss: float | None = None  # stop at the first train_eval_loss <= stop_loss
     stop_overshoot: float = 0.0     # ... after this fraction more examples
+    micro_batches: int = 1          # gradient accumulation: each step's batch in this many parts
+    threads: int | None = None      # torch threads of this process (None: leave torch's setting)
     device: str = "cpu"
     progress: bool = True
 
     def validate(self) -> None:
-        for key in ("steps", "batch_size"):
+        for key in ("steps", "batch_size", "micro_batches"):
             check_positive_int(key, getattr(self, key))
+        if self.batch_size % self.micro_batches:
+            raise ValueError(f"micro_batches={self.micro_batches} must divide batch_size={self.batch_size}")
+        if self.threads is not None:
+            check_positive_int("threads", self.threads)
         self.validate_optim()
         self.validate_data()
         self.validate_model_fits_data(self.model)
@@ -293,6 +299,22 @@ def _read_losses(pending: list, rows: list) -> dict | None:
     return bad
 
 
+def _losses(learner: methods.Learner, x: torch.Tensor, y: torch.Tensor, parts: int):
+    """(each local module's loss on the batch, detached; the backward that leaves the update in
+    the ``.grad``). With ``parts > 1`` the batch is taken in ``parts`` equal micro-batches, each
+    loss scaled by 1/parts and its backward run at once (gradient accumulation: the update of the
+    local pipeline's ``local/M``); the losses are then their means over the micro-batches."""
+    if parts == 1:
+        losses = learner.losses(x, y)
+        return torch.stack([v.detach() for v in losses]), lambda: sum(losses).backward()
+    each = []
+    for xc, yc in zip(x.chunk(parts), y.chunk(parts)):
+        losses = learner.losses(xc, yc)
+        (sum(losses) * (1.0 / parts)).backward()
+        each.append(torch.stack([v.detach() for v in losses]))
+    return torch.stack(each).mean(0), lambda: None
+
+
 def crosses(step: int, batch_size: int, every: int) -> bool:
     """True when the examples seen pass a multiple of ``every`` during step ``step``."""
     return every > 0 and (step * batch_size) // every > ((step - 1) * batch_size) // every
@@ -328,6 +350,8 @@ def train(cfg: TrainConfig, data: data_mod.DataSet | None = None,
     else:
         check_fits(learner, data, cfg)
     cfg = resolve_names(cfg, learner)
+    if cfg.threads is not None:
+        torch.set_num_threads(cfg.threads)
     learner.train()
     opt = make_optimizer(cfg, learner.parameters())
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -354,11 +378,11 @@ def train(cfg: TrainConfig, data: data_mod.DataSet | None = None,
             if callback is not None:
                 callback(step, learner, x, y)
             opt.zero_grad(set_to_none=True)
-            losses = learner.losses(x, y)
+            losses, backward = _losses(learner, x, y, cfg.micro_batches)
             row = {"step": step, "examples": step * cfg.batch_size,
                    **{f"loss_{m}": math.nan for m in range(len(losses))}, "final_loss": math.nan,
                    "eval_loss": math.nan, "eval_acc": math.nan, "train_eval_loss": math.nan}
-            pending.append((row, torch.stack([v.detach() for v in losses])))
+            pending.append((row, losses))
             test_eval = step == cfg.steps or (cfg.eval_every and step % cfg.eval_every == 0)
             train_eval = train_idx is not None and (step == cfg.steps or crosses(step, cfg.batch_size,
                                                                                  cfg.eval_every_examples))
@@ -369,7 +393,7 @@ def train(cfg: TrainConfig, data: data_mod.DataSet | None = None,
                     row["wall_time"] = time.perf_counter() - start
                     rows.append(row)
                 break
-            sum(losses).backward()
+            backward()
             opt.step()
             if test_eval:
                 row["eval_loss"], row["eval_acc"] = evaluate(learner.net, data, "test", cfg.eval_examples, cfg.device)

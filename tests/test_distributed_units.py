@@ -14,7 +14,7 @@ from paper_repro.distributed.config import PipelineConfig
 from paper_repro.distributed.split import balanced_split, boundary_info, plan_stages
 from paper_repro.distributed.timing import predicted_comm
 from paper_repro.distributed.inputs import data_spec
-from paper_repro.distributed import run, timing
+from paper_repro.distributed import planning, timing
 from paper_repro.distributed.options import expand
 from paper_repro.distributed.timing import module_times, time_split
 
@@ -236,9 +236,9 @@ def test_the_default_cut_balances_measured_time(monkeypatch):
         seen.append(c)
         return made
     monkeypatch.setattr(timing, "module_times", fake_times)
-    plan = run.prepare(cfg)[4]
+    plan = planning.prepare(cfg).stages
     assert seen and plan.modules == [[0, 1, 2], [3]]
-    flops = run.prepare(PipelineConfig(**{**cfg.to_dict(), "balance": "flops"}))[4]
+    flops = planning.prepare(PipelineConfig(**{**cfg.to_dict(), "balance": "flops"})).stages
     assert flops.modules != plan.modules and len(seen) == 1
 
 
@@ -252,7 +252,7 @@ def test_multi_stage_schedules_need_enough_micro_batches_and_blocks():
     cfg = PipelineConfig(model="mlp", model_kwargs={"depth": 3, "width": 8}, image_size=4, schedule="zbv",
                          stages=2, micro_batches=4)
     with pytest.raises(ValueError, match="cannot cut the 3 blocks of model 'mlp' into 4 pipeline stages"):
-        run.prepare(cfg)
+        planning.prepare(cfg)
 
 
 def test_the_default_local_method_is_one_chunk_per_stage_cut_by_measured_time(monkeypatch):
@@ -262,15 +262,17 @@ def test_the_default_local_method_is_one_chunk_per_stage_cut_by_measured_time(mo
     cfg = PipelineConfig(model="mlp", model_kwargs={"depth": 4, "width": 16}, image_size=4, stages=2)
     made = {"compute": [1.0, 1.0, 1.0, 5.0], "head": [0.25] * 4, "send": [0.0] * 4, "input_grad": [0.0] * 4}
     monkeypatch.setattr(timing, "module_times", lambda learner, spec, c, reps=3: made)
-    _, _, learner, _, plan = run.prepare(cfg)
+    planned = planning.prepare(cfg)
+    learner, plan = planned.learner, planned.stages
     # blocks cost 0.75 each but the last (5); a chunk ending at block i < 3 pays its head (0.25)
-    assert cfg.method == "chunked@3" and learner.module_blocks == [[0, 1, 2], [3]]
-    assert plan.modules == [[0], [1]] and plan.blocks == [[0, 1, 2], [3]]
+    assert planned.method == "chunked@3" and learner.module_blocks == [[0, 1, 2], [3]]
+    assert cfg.method is None                        # the config is left as it was
+    assert plan.modules == [[0], [1]] and plan.blocks == [[0, 1, 2], [3]] and planned.split == [1]
     blocks = PipelineConfig(**{**cfg.to_dict(), "method": None, "balance": "blocks"})
-    assert run.prepare(blocks)[2].module_blocks == [[0, 1], [2, 3]] and blocks.local_method == "chunked-2"
+    planned = planning.prepare(blocks)
+    assert planned.learner.module_blocks == [[0, 1], [2, 3]] and planned.method == "chunked-2"
     flops = PipelineConfig(**{**cfg.to_dict(), "method": None, "balance": "flops"})
-    run.prepare(flops)
-    assert flops.method.startswith("chunked@")
+    assert planning.prepare(flops).method.startswith("chunked@")
 
 
 def test_chunks_chosen_by_their_first_blocks():
@@ -305,14 +307,14 @@ def test_pipelined_backprop_is_cut_for_one_optimizer_step_per_step(monkeypatch):
     monkeypatch.setattr(timing, "module_times", fake_times)
     common = dict(model="mlp", model_kwargs={"depth": 4, "width": 8}, image_size=4, stages=2, micro_batches=8)
     for schedule, every in (("local", 1), ("local", 4), ("1f1b", 1), ("zbv", 1)):
-        run.prepare(PipelineConfig(schedule=schedule, update_every=every, balance="time", block_split=[1, 2, 3],
+        planning.prepare(PipelineConfig(schedule=schedule, update_every=every, balance="time", block_split=[1, 2, 3],
                                    **common))
     assert seen == [1, 4, 8, 8]
 
 
 def test_the_timed_window_leaves_out_warmup():
-    from paper_repro.distributed import local
-    window = local.Window(warm=1)
+    from paper_repro.distributed import stopwatch
+    window = stopwatch.Window(warm=1)
     window.mark()                                    # the warm-up iteration ends
     window.mark()
     stats = window.stats([5.0, 0.25])

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from paper_repro import selfcheck
-from paper_repro.distributed.run import prepare
+from paper_repro.distributed.planning import prepare
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -101,7 +101,7 @@ def test_pipeline_configs_fit_any_number_of_gpus(stages):
     assert [c.schedule for c in configs] == ["local"] + (["1f1b-recompute"] if stages > 1 else [])
     for cfg in configs:
         assert cfg.device == "cuda" and cfg.validate() is cfg
-        plan = prepare(dataclasses.replace(cfg, device="cpu"))[4]
+        plan = prepare(dataclasses.replace(cfg, device="cpu")).stages
         assert len(plan.modules) == stages
 
 

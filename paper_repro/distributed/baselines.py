@@ -32,11 +32,11 @@ from ..build import make_optimizer, optimizer_impl
 from . import comm
 from .config import DTYPES, MULTI_STAGE, PipelineConfig
 from .inputs import label_info, to_device
-from .local import Window, maybe_fail
+from .local import maybe_fail
 from .memory import SavedTensorMeter, peak_memory, saved_bytes_of, state_bytes
 from .replicas import Placement, average_gradients
 from .split import stage_blocks, stage_indices
-from .stopwatch import Stopwatch
+from .stopwatch import Stopwatch, Window
 
 LABEL_TAG = 100  # labels travel on their own tag, apart from the pipelining engine's messages
 SCHEDULE_CLASSES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved-1f1b": ScheduleInterleaved1F1B,
@@ -116,7 +116,10 @@ def _recompute_saved_bytes(cfg, module: StageModule, first: bool, info, spec, de
 
 
 def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec, batches,
-                           where: Placement) -> dict:
+                           where: Placement, session=None) -> dict:
+    """Run this process's stage(s) of a ``torch.distributed.pipelining`` schedule. In a training
+    run ``session`` (:class:`.training.Session`) takes every step's loss (the last stage's
+    mean over the micro-batches) and may stop the run after any step."""
     s, S = where.stage, plan.stages
     B, M = cfg.micro_batch, cfg.micro_batches
     net = learner.net
@@ -128,6 +131,7 @@ def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan
                            recompute=recompute).to(ctx.device) for v in mine]
     params = [p for m in modules for p in m.parameters()]
     opt = make_optimizer(cfg, params)
+    first = session.begin(learner, opt) // M if session is not None else 0
     watch = Stopwatch(ctx.device)
     stages = [CountingStage(m, v, total, ctx.device, group=where.pipeline_group, watch=watch)
               for m, v in zip(modules, mine)]
@@ -146,7 +150,7 @@ def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan
         labels_out = comm.Sender(where.rank_of(last_rank), 2, tag_base=LABEL_TAG, poll_timeout=ctx.poll_timeout)
     if has_last and not has_first:
         labels_in = comm.Receiver(where.rank_of(0), {"labels": ((M * B, *lshape), ldtype)}, ctx.device,
-                                  cfg.warmup_steps + cfg.steps, tag_base=LABEL_TAG, prepost=False,
+                                  cfg.warmup_steps + cfg.steps - first, tag_base=LABEL_TAG, prepost=False,
                                   poll_timeout=ctx.poll_timeout)
 
     on_cpu = ctx.device.type == "cpu"
@@ -162,7 +166,7 @@ def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan
     busy = []
     allreduce_bytes = 0
     window = Window(cfg.warmup_steps)
-    for step in range(cfg.warmup_steps + cfg.steps):
+    for step in range(first, cfg.warmup_steps + cfg.steps):
         maybe_fail(ctx.rank, step * M)
         with meter:
             args, kwargs = [], {}
@@ -192,6 +196,10 @@ def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan
             split["forward"] += w["forward"] + w["loss"]
             split["backward"] += w["backward"]
         ctx.progress(M)
+        if session is not None:
+            step_loss = torch.stack(kwargs["losses"]).mean().reshape(1) if has_last else None
+            if session.after_update(step_loss):
+                break
     if labels_out is not None:
         labels_out.flush()
 

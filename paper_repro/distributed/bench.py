@@ -17,7 +17,7 @@ import dataclasses
 import multiprocessing
 
 from .launch import check_gpus, launch
-from .run import prepare, timed_update_every
+from .planning import prepare, timed_update_every
 from .config import MULTI_STAGE, PipelineConfig
 from .inputs import label_info
 from .options import configs_for, settings_dict
@@ -54,9 +54,8 @@ def run_pipeline(configs: PipelineConfig | list[PipelineConfig], *, timeout: flo
 
 
 def _cut(cfg: PipelineConfig) -> tuple:
-    probe = dataclasses.replace(cfg)
-    plan = prepare(probe)[4]
-    return probe.method, [mods[0] for mods in plan.modules[1:]], probe.block_split
+    plan = prepare(cfg)
+    return plan.config.method, plan.split, plan.block_split
 
 
 def measured_cut(cfg: PipelineConfig, apart: bool | None = None) -> tuple:
@@ -101,9 +100,10 @@ def comm_only(configs: PipelineConfig | list[PipelineConfig]) -> list[dict]:
                cfg.image_size, cfg.schedule in MULTI_STAGE)
         if key not in cache:  # no training here, so no timing: the cut balances FLOPs
             probe = dataclasses.replace(cfg, balance="flops", method=cfg.local_method)
-            _, spec, learner, infos, plan = prepare(probe)
+            planned = prepare(probe)
+            spec, learner, infos, plan = planned.spec, planned.learner, planned.infos, planned.stages
             grad_bytes = sum(p.numel() * p.element_size() for p in learner.net.parameters())
-            cache[key] = (spec, infos, plan, grad_bytes, probe.block_split)
+            cache[key] = (spec, infos, plan, grad_bytes, planned.block_split)
         spec, infos, plan, grad_bytes, block_split = cache[key]
         cfg = dataclasses.replace(cfg, block_split=block_split)
         pred = predicted_comm(cfg, plan, infos, spec, grad_bytes)

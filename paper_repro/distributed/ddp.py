@@ -10,6 +10,7 @@ import contextlib
 import inspect
 import time
 
+import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
@@ -17,9 +18,10 @@ from ..build import make_optimizer, optimizer_impl
 from . import comm
 from .config import PipelineConfig
 from .inputs import to_device
-from .local import Window, maybe_fail
+from .local import maybe_fail
 from .memory import SavedTensorMeter, peak_memory, state_bytes
 from .replicas import count_allreduce
+from .stopwatch import Window
 
 
 def no_buffer_sync() -> dict:
@@ -30,7 +32,9 @@ def no_buffer_sync() -> dict:
     return {"broadcast_buffers": False}
 
 
-def run_ddp(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec, batches) -> dict:
+def run_ddp(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec, batches, session=None) -> dict:
+    """Run this process's replica. In a training run ``session`` (:class:`.training.Session`)
+    takes every step's loss (this replica's mean over its micro-batches) and may stop the run."""
     B, M, S = cfg.micro_batch, cfg.micro_batches, ctx.world
     per_rank = M // S
     net = learner.net.to(ctx.device)
@@ -39,19 +43,22 @@ def run_ddp(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec, 
                                   gradient_as_bucket_view=True, **no_buffer_sync())
     payload = count_allreduce(ddp, dist.group.WORLD)
     opt = make_optimizer(cfg, params)
+    first = session.begin(learner, opt) // M if session is not None else 0
     on_cpu = ctx.device.type == "cpu"
     meter = SavedTensorMeter(exclude=params) if on_cpu else contextlib.nullcontext()
     busy = []
     window = Window(cfg.warmup_steps)
-    for step in range(cfg.warmup_steps + cfg.steps):
+    for step in range(first, cfg.warmup_steps + cfg.steps):
         maybe_fail(ctx.rank, step * M)
         t0 = time.perf_counter()
+        step_losses = []
         for j in range(per_rank):
             x, y = to_device(next(batches), ctx.device)
             sync = contextlib.nullcontext() if j == per_rank - 1 else ddp.no_sync()
             with sync, meter:
-                loss = net.loss(ddp(x), y) / per_rank
-                loss.backward()
+                loss = net.loss(ddp(x), y)
+                step_losses.append(loss.detach())
+                (loss / per_rank).backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         comm.settle(ctx.device)
@@ -59,6 +66,8 @@ def run_ddp(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec, 
         busy.append(t1 - t0)
         window.mark()
         ctx.progress(M)
+        if session is not None and session.after_update(torch.stack(step_losses).mean().reshape(1)):
+            break
     stats = window.stats(busy)
     stats.update({
         "samples_timed": cfg.steps * M * B,

@@ -91,3 +91,35 @@ class PipelineFields(ModelFields, DataFields, OptimFields):
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+@dataclass
+class TrainingFields:
+    """What makes a pipeline run a training run (``paper-repro train --stages S``), beside its
+    :class:`PipelineFields` (``steps`` steps of ``micro_batches`` micro-batches, no warm-up).
+
+    An *update* is one optimizer step of the stages: a micro-batch for ``local`` with
+    ``update_every = 1``, a step for ``local/M`` and the pipelined-backprop and DDP schedules;
+    the records have one row per update, as single-process training at the batch the optimizer
+    steps on. ``eval_every``: updates between evaluations of the whole net on the test split
+    (``eval_examples`` examples; 0: only at the end); ``eval_every_examples`` (0: off): the
+    training-subset evaluation each time the examples seen cross a multiple of it
+    (``train_eval_examples`` examples, None: the whole training split); ``stop_loss``: every
+    process stops at the first training-subset evaluation at or below it.
+    ``checkpoint``: a folder where each process writes its state every ``checkpoint_every``
+    updates (0: only when stopped by Ctrl-C or SIGTERM), with a manifest written last;
+    ``resume``: go on from the checkpoint there. ``save``: the whole trained learner (net and
+    heads) as one state dict, written by rank 0 at the end."""
+    eval_every: int = 100
+    eval_examples: int | None = 2000
+    eval_every_examples: int = 0
+    train_eval_examples: int | None = None
+    stop_loss: float | None = None
+    checkpoint: str | None = None
+    checkpoint_every: int = 0
+    resume: bool = False
+    save: str | None = None
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+

@@ -55,14 +55,26 @@ def synthetic_batches(cfg: PipelineConfig, spec, generator: torch.Generator):
                    torch.randint(spec.num_classes, (b,), generator=generator))
 
 
-def micro_batches(cfg: PipelineConfig, ds, spec, seed: int):
-    """The micro-batch stream read by stage 0 (or by each DDP rank, with its own ``seed``)."""
+def micro_batches(cfg: PipelineConfig, ds, spec, seed: int, skip: int = 0, keep=None):
+    """The micro-batch stream read by stage 0 (or by each DDP rank, with its own ``seed``).
+
+    ``skip``: the stream's first ``skip`` micro-batches are drawn and left out (a resumed run
+    goes on where it stopped). ``keep(j)``: only the micro-batches ``j`` (counted from the
+    stream's start) for which it is true are read, the others drawn and left out (each DDP rank
+    of a training run reads its share of one stream). Data sets draw the left-out ones as
+    indices only, without reading them."""
     gen = torch.Generator().manual_seed(seed)
     if ds is None:
-        return synthetic_batches(cfg, spec, gen)
+        stream = synthetic_batches(cfg, spec, gen)
+        return (b for j, b in enumerate(stream) if j >= skip and (keep is None or keep(j)))
     dtype = DTYPES[cfg.dtype]
-    return ((x.to(dtype) if x.is_floating_point() else x, y)
-            for x, y in ds.sampler("train", cfg.micro_batch, gen))
+
+    def read():
+        for j, idx in enumerate(ds.index_sampler("train", cfg.micro_batch, gen)):
+            if j >= skip and (keep is None or keep(j)):
+                x, y = ds.batch("train", idx)
+                yield (x.to(dtype) if x.is_floating_point() else x, y)
+    return read()
 
 
 def prefetched(items, depth: int = 2):

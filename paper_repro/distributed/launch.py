@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 from .. import signals
 from .comm import ABORT_KEY, EXIT_PEER_FAILED, report_failure
 from .config import PipelineConfig
+from .training import STOP_REQUEST
 
 
 class PipelineError(RuntimeError):
@@ -62,7 +63,8 @@ def check_gpus(processes: int) -> None:
 
 @signals.sigterm_as_interrupt()  # SIGTERM takes the Ctrl-C path: the finally below kills every stage
 def launch(configs: list[PipelineConfig], *, timeout: float | None = None, grace: float = 60.0,
-           progress: bool = True, keep_logs: bool = False, report_exits: bool = True) -> list[dict]:
+           progress: bool = True, keep_logs: bool = False, report_exits: bool = True,
+           training=None) -> list[dict]:
     """Run ``configs`` (same ``stages``, ``dp`` and ``device``) in ``stages * dp`` local processes; returns
     one record per config (see ``run.summarize``). Raises PipelineError on any failure.
 
@@ -70,7 +72,12 @@ def launch(configs: list[PipelineConfig], *, timeout: float | None = None, grace
     happens on other nodes under torchrun); the tests use it to exercise that path. The stages'
     logs are in ``PipelineError.logs``; ``keep_logs=True`` also keeps the files of a failed run
     (named in the message). On Ctrl-C or SIGTERM the ``KeyboardInterrupt`` goes on with
-    ``partial_records``: the records of the configs that had finished."""
+    ``partial_records``: the records of the configs that had finished.
+
+    ``training`` (a :class:`.fields.TrainingFields`, one config): the stages train (see
+    :mod:`.training`). Ctrl-C or SIGTERM then first asks every stage to stop after a common
+    step (writing a checkpoint where one is configured) and waits up to ``grace`` seconds for
+    them; ``partial_records`` holds the interrupted run's result."""
     if not configs:
         raise ValueError("launch needs at least one PipelineConfig")
     configs = [c.validate() for c in configs]
@@ -83,6 +90,10 @@ def launch(configs: list[PipelineConfig], *, timeout: float | None = None, grace
         check_gpus(nprocs)
     workdir = Path(tempfile.mkdtemp(prefix="paper_repro_pipeline_"))
     (workdir / "configs.json").write_text(json.dumps([c.to_dict() for c in configs]))
+    if training is not None:
+        if len(configs) != 1:
+            raise ValueError("a training launch runs one config")
+        (workdir / "training.json").write_text(json.dumps(training.to_dict()))
     result_path = workdir / "result.json"
     master = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                            timeout=datetime.timedelta(seconds=30))
@@ -96,6 +107,8 @@ def launch(configs: list[PipelineConfig], *, timeout: float | None = None, grace
         env.setdefault("OMP_NUM_THREADS", "1")
     cmd = [sys.executable, "-m", "paper_repro.distributed.run", "--configs", str(workdir / "configs.json"),
            "--json", str(result_path), "--quiet", "--partial", str(workdir / "partial.json")]
+    if training is not None:
+        cmd += ["--training", str(workdir / "training.json")]
     procs, logs = [], []
     try:
         for rank in range(nprocs):
@@ -106,6 +119,9 @@ def launch(configs: list[PipelineConfig], *, timeout: float | None = None, grace
         codes = _watch(procs, store, sum(c.total_micro_batches for c in configs), timeout, grace, progress,
                        report_exits)
     except KeyboardInterrupt as stop:
+        if training is not None and procs:      # the stages stop after a common step, then exit
+            store.compare_set(STOP_REQUEST, "", "interrupted")
+            _wait(procs, grace)
         _kill(procs)
         for p in procs:
             p.wait()
@@ -137,6 +153,13 @@ def launch(configs: list[PipelineConfig], *, timeout: float | None = None, grace
         tails = "\n".join(tail(r, c, t) for r, (c, t) in enumerate(zip(codes, texts)))
         raise PipelineError(f"pipeline failed: {reason}\n{tails}", failed, codes, texts)
     return records
+
+
+def _wait(procs, seconds: float) -> None:
+    """Wait up to ``seconds`` for every process to exit."""
+    deadline = time.monotonic() + seconds
+    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def _finished(path: Path) -> list[dict]:

@@ -40,7 +40,7 @@ from .config import PipelineConfig
 from .inputs import label_info, to_device
 from .memory import SavedTensorMeter, peak_memory, state_bytes
 from .replicas import Placement, count_allreduce
-from .stopwatch import Stopwatch
+from .stopwatch import Stopwatch, Window
 
 
 # The failure tests make a stage fail with this variable in the stage processes' environment:
@@ -63,41 +63,33 @@ def maybe_fail(rank: int, index: int) -> None:
     raise RuntimeError(f"injected fault at micro-batch {index} ({TEST_FAULT_ENV}={fault})")
 
 
-def keep_only(learner, blocks: list[int], modules: list[int]) -> None:
-    """Free every block and head that is not this stage's (shapes were planned beforehand)."""
-    keep_heads = set(modules)
-    for b in range(len(learner.net.blocks)):
-        if b not in blocks:
-            learner.net.blocks[b] = torch.nn.Identity()
-    for m in range(len(learner.heads)):
-        if m not in keep_heads:
-            learner.heads[m] = torch.nn.Identity()
-    if len(learner.module_blocks) - 1 not in keep_heads:
-        learner.net.head = torch.nn.Identity()
-
-
 class StageLosses(nn.Module):
     """The modules ``mods`` of a learner as one module for DDP: ``(x, y)`` -> (sum of their
-    losses, the last module's loss, the output of block ``send_block`` or None)."""
+    losses, their losses detached as one tensor, the output of block ``send_block`` or None)."""
 
     def __init__(self, learner, mods: list[int], send_block: int | None):
         super().__init__()
         self.learner, self.mods, self.send_block = learner, mods, send_block
 
     def forward(self, x, y):
-        total, out = 0.0, None
+        total, out, each = 0.0, None, []
         for run in self.learner.run_modules(x, y, self.mods[0], self.mods[-1] + 1):
             total = total + run.loss
+            each.append(run.loss.detach())
             out = run.outputs.get(self.send_block, out)
-        return total, run.loss, (out.detach() if out is not None else None)
+        return total, torch.stack(each), (out.detach() if out is not None else None)
 
 
 def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec, batches,
-              where: Placement) -> dict:
+              where: Placement, session=None) -> dict:
+    """Run the local pipeline's stage of this process. In a training run ``session``
+    (:class:`.training.Session`) takes every update's losses and may stop the run early;
+    every stage then stops after the same micro-batch."""
     s, S = where.stage, plan.stages
     mods = plan.modules[s]
     params = list({id(p): p for m in mods for p in learner.module_parameters(m)}.values())
     opt = make_optimizer(cfg, params)
+    first = session.begin(learner, opt) if session is not None else 0
     total = cfg.total_micro_batches
     B = cfg.micro_batch
     lshape, ldtype = label_info(spec)
@@ -106,7 +98,7 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
     if s > 0:
         info = infos[plan.send_blocks[s - 1]]
         receiver = comm.Receiver(where.rank_of(s - 1), {"activations": ((B, *info.shape), info.dtype),
-                                         "labels": ((B, *lshape), ldtype)}, ctx.device, total,
+                                         "labels": ((B, *lshape), ldtype)}, ctx.device, total - first,
                                  poll_timeout=ctx.poll_timeout)
     sender = (comm.Sender(where.rank_of(s + 1), cfg.max_in_flight, poll_timeout=ctx.poll_timeout)
               if s < S - 1 else None)
@@ -122,7 +114,7 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
     warm = cfg.warmup_steps * cfg.micro_batches
     phases = dict.fromkeys(("data", "forward_backward", "optimizer", "send_blocked", "recv_wait"), 0.0)
     waits = dict.fromkeys(("send_blocked", "recv_wait"), 0.0)      # this step's, on the host
-    busy, losses = [], []
+    busy, losses, update = [], [], []   # update: this update's module losses, one tensor per micro-batch
     scale = 1.0 / cfg.update_every
     window = Window(cfg.warmup_steps)
     watch = Stopwatch(ctx.device)
@@ -137,7 +129,8 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
         sender.send({"activations": out, "labels": y})
         return mark
 
-    for i in range(total):
+    stopped = None
+    for i in range(first, total):
         maybe_fail(ctx.rank, i)
         if receiver is None:
             with watch.phase("data"):
@@ -152,22 +145,30 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
         with meter:
             if ddp is not None:
                 with contextlib.nullcontext() if stepping else ddp.no_sync():
-                    total_loss, loss, out = ddp(x, y)
+                    total_loss, each, out = ddp(x, y)
                     if sender is not None:
                         mark = send(out, y, mark)
                     (total_loss * scale if cfg.update_every > 1 else total_loss).backward()
             else:
+                each = []
                 for run in learner.run_modules(x, y, mods[0], mods[-1] + 1):
-                    loss = run.loss
+                    each.append(run.loss.detach())
                     if sender is not None and send_block in run.outputs:
                         mark = send(run.outputs[send_block], y, mark)
-                    (loss * scale if cfg.update_every > 1 else loss).backward()
-        losses.append(loss.detach())
+                    (run.loss * scale if cfg.update_every > 1 else run.loss).backward()
+                each = torch.stack(each)
+        losses.append(each[-1])
+        update.append(each)
         watch.stop("forward_backward", mark)
         if stepping:
             with watch.phase("optimizer"):
                 opt.step()
                 opt.zero_grad(set_to_none=True)
+            if session is not None:
+                mean = update[0] if len(update) == 1 else torch.stack(update).mean(0)
+                if session.after_update(mean, sender.flush if sender is not None else None):
+                    stopped = i
+            update = []
         if (i + 1) % cfg.micro_batches == 0:     # a step ends: on a GPU, once its work has finished
             comm.settle(ctx.device)
             t = {**watch.read("data", "forward_backward", "optimizer"), **waits}
@@ -178,6 +179,17 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
                     phases[k] += v
             waits.update(dict.fromkeys(waits, 0.0))
             ctx.progress(cfg.micro_batches)
+        if stopped is not None:
+            break
+    if stopped is not None and stopped < total - 1:
+        # the next stage has posted the receive of a micro-batch that will not come: send it one
+        # (zeros) to take, and take the one this stage has posted
+        if sender is not None:
+            out_info = infos[send_block]
+            sender.send({"activations": torch.zeros((B, *out_info.shape), dtype=out_info.dtype, device=ctx.device),
+                         "labels": torch.zeros((B, *lshape), dtype=ldtype, device=ctx.device)})
+        if receiver is not None and receiver.posted is not None:
+            receiver.recv()
     if sender is not None:
         sender.flush()
 
@@ -194,21 +206,3 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
         "optimizer_impl": optimizer_impl(opt),
     })
     return stats
-
-
-class Window:
-    """The timed window of a stage's loop: :meth:`mark` ends every iteration, the first ``warm``
-    iterations are left out. :meth:`stats`: busy seconds (computing, not waiting for messages)
-    over the window."""
-
-    def __init__(self, warm: int):
-        self.warm = warm
-        self.marks = [time.perf_counter()]
-
-    def mark(self) -> None:
-        self.marks.append(time.perf_counter())
-
-    def stats(self, busy: list[float]) -> dict:
-        t0, t1 = self.marks[self.warm], self.marks[-1]
-        window, busy_s = t1 - t0, sum(busy[self.warm:])
-        return {"window_s": window, "busy_s": busy_s, "busy_fraction": busy_s / window if window > 0 else None}

@@ -12,7 +12,6 @@ after the other in the same processes (start-up is paid once).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import gc
 import json
 import os
@@ -22,114 +21,82 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from .. import methods
 from ..hardware import hardware_label
 from . import comm
 from .arguments import add_arguments
 from .baselines import run_pipelined_backprop
-from .config import DTYPES, MULTI_STAGE, PipelineConfig
+from .config import PipelineConfig
+from .fields import TrainingFields
 from .ddp import run_ddp
-from .inputs import build_learner, data_spec, label_info, micro_batches, prefetched
-from .local import keep_only, run_local
+from .inputs import label_info, micro_batches, prefetched
+from .local import run_local
 from .options import configs_from_args
+from .planning import keep_only, prepare, write_json
 from .replicas import Placement, place
 from ..report_table import format_table
-from .split import (balanced_split, boundary_info, boundary_records, plan_stages, stage_blocks,
-                    stage_boundaries, stage_indices)
-from .timing import block_split, chunk_split, flops_chunk_split, predicted_comm, time_split
+from .split import boundary_records, stage_blocks, stage_boundaries, stage_indices
+from .timing import predicted_comm
+from .training import Session, StopSignals, eval_copy
 
 
 # ------------------------------------------------------------------------------ one run
-def _measured(ctx: comm.Context | None, key: str, measure) -> list[int]:
-    """``measure()`` here (one process), or on rank 0 shared through the store under ``key``,
-    so that every process uses the same measured cut."""
-    if ctx is None or ctx.rank == 0:
-        value = measure()
-        if ctx is not None:
-            ctx.store.set(key, json.dumps(value))
-        return value
-    return json.loads(ctx.store.get(key))
-
-
-def timed_update_every(cfg: PipelineConfig) -> int:
-    """The optimizer steps per micro-batch a measured cut assumes: the local schedule's own;
-    every other schedule steps once per step, so it is cut like ``local/M``."""
-    return cfg.update_every if cfg.schedule == "local" else cfg.micro_batches
-
-
-def prepare(cfg: PipelineConfig, ctx: comm.Context | None = None, key: str = "split"):
-    """(data set, spec, learner, block infos, plan) for ``cfg``: the same in every process.
-
-    With ``balance="flops"`` and no method, the local method is ``chunked@...`` cut by forward
-    FLOPs (:func:`.timing.flops_chunk_split`); with ``balance="blocks"`` it is ``chunked-S``
-    and the two-stages-per-process cut is ``chunked-2S``'s blocks.
-    With ``balance="time"`` and no explicit split, the cut comes from timing: without a
-    ``method``, the local method becomes ``chunked@...``, one chunk per stage cut by measured
-    time (:func:`.timing.chunk_split`, stored into ``cfg.method``); a method with more modules
-    than stages is cut by timing its modules (:func:`.timing.time_split`). The pipelined-backprop
-    schedules get the cut of ``local/M`` (one optimizer step per step, as they take). A
-    two-stages-per-process schedule without ``block_split``
-    also times the blocks (:func:`.timing.block_split`, stored into ``cfg.block_split``). In a
-    pipeline (``ctx`` given) rank 0 measures and shares the result through the store under
-    ``key``, so every process plans the same cut."""
-    ds, spec = data_spec(cfg)
-    timed = dataclasses.replace(cfg, update_every=timed_update_every(cfg))
-    if cfg.method is None and cfg.split is None and cfg.balance == "time" and cfg.stages > 1:
-        starts = _measured(ctx, key + "/chunks", lambda: chunk_split(timed, spec))
-        cfg.method = "chunked@" + ",".join(str(b) for b in starts)
-    elif cfg.method is None and cfg.split is None and cfg.balance == "flops" and cfg.stages > 1:
-        cfg.method = "chunked@" + ",".join(str(b) for b in flops_chunk_split(cfg, spec))
-    learner = build_learner(cfg, spec)
-    infos = boundary_info(learner, spec, DTYPES[cfg.dtype])
-    split = cfg.split
-    if split is None and cfg.balance == "time" and cfg.stages < learner.num_modules:
-        split = _measured(ctx, key, lambda: time_split(learner, spec, timed))
-    if cfg.schedule in MULTI_STAGE and cfg.block_split is None:
-        if cfg.balance == "time":
-            cfg.block_split = _measured(ctx, key + "/blocks", lambda: block_split(learner, spec, cfg, 2 * cfg.stages))
-        elif cfg.balance == "blocks":
-            cfg.block_split = [b[0] for b in methods.module_blocks(f"chunked-{2 * cfg.stages}", len(infos))[1:]]
-        else:
-            flops = [info.flops for info in infos]
-            flops[-1] += infos[-1].head_flops  # the net's own head
-            cfg.block_split = balanced_split(flops, 2 * cfg.stages)
-    plan = plan_stages(learner, cfg.stages, split, None if cfg.balance == "blocks" else infos)
-    return ds, spec, learner, infos, plan
-
-
-def input_stream(cfg: PipelineConfig, ds, spec, seed: int):
-    """The micro-batches this process reads, drawn ahead in a thread where ``cfg.prefetches``."""
-    batches = micro_batches(cfg, ds, spec, seed)
+def input_stream(cfg: PipelineConfig, ds, spec, seed: int, skip: int = 0, keep=None):
+    """The micro-batches this process reads (see :func:`.inputs.micro_batches`), drawn ahead in a
+    thread where ``cfg.prefetches``."""
+    batches = micro_batches(cfg, ds, spec, seed, skip, keep)
     return prefetched(batches) if cfg.prefetches else batches
 
 
-def run_one(ctx: comm.Context, cfg: PipelineConfig, where: Placement, index: int = 0) -> dict | None:
-    """Run ``cfg`` in this process; rank 0 returns the gathered record, the others None."""
+def ddp_share(cfg: PipelineConfig, rank: int):
+    """Training with DDP: rank ``r`` reads micro-batches ``r * M/S .. (r+1) * M/S - 1`` of each
+    step of the one stream single-process training reads."""
+    per_rank = cfg.micro_batches // cfg.stages
+    return lambda j: (j % cfg.micro_batches) // per_rank == rank
+
+
+def run_one(ctx: comm.Context, cfg: PipelineConfig, where: Placement, index: int = 0,
+            training=None, signals=None) -> dict | None:
+    """Run ``cfg`` in this process; rank 0 returns the gathered record (a training run's result
+    with ``training``, a :class:`.fields.TrainingFields`), the others None."""
     if cfg.processes != ctx.world:
         raise ValueError(f"stages={cfg.stages} x dp={cfg.dp} = {cfg.processes} processes, but {ctx.world} "
                          "were started")
-    ds, spec, learner, infos, plan = prepare(cfg, ctx, key=f"split/{index}")
+    planned = prepare(cfg, ctx, key=f"split/{index}")
+    cfg, ds, spec, learner, infos, plan = (planned.config, planned.data, planned.spec, planned.learner,
+                                           planned.infos, planned.stages)
+    session = None
+    if training is not None:
+        whole = eval_copy(cfg, learner).to(ctx.device) if ctx.rank == 0 else None
+        session = Session(ctx, cfg, training, planned, where, whole, signals)
+    done = session.micro_batches_done if session is not None else 0
     grad_bytes = sum(p.numel() * p.element_size() for p in learner.net.parameters())
     s = where.stage
     if ctx.device.type == "cuda":     # the peak from here; what an earlier run left in cycles is freed first
         gc.collect()
         torch.cuda.reset_peak_memory_stats(ctx.device)
-    if cfg.schedule == "ddp":
+    if cfg.schedule == "ddp" and session is not None:     # one stream, each rank its share
+        batches = input_stream(cfg, ds, spec, cfg.seed, done, ddp_share(cfg, ctx.rank))
+        stats = run_ddp(ctx, cfg, learner, plan, infos, spec, batches, session)
+    elif cfg.schedule == "ddp":
         batches = input_stream(cfg, ds, spec, cfg.seed + 1000 * s)
         stats = run_ddp(ctx, cfg, learner, plan, infos, spec, batches)
     else:
         # stage 0 of replica d reads its own stream: replica 0 reads what a dp=1 run reads
-        batches = input_stream(cfg, ds, spec, cfg.seed + 1000 * where.replica) if s == 0 else None
+        batches = input_stream(cfg, ds, spec, cfg.seed + 1000 * where.replica, done) if s == 0 else None
         if cfg.schedule == "local":
             keep_only(learner, plan.blocks[s], plan.modules[s])
             learner.to(ctx.device)
-            stats = run_local(ctx, cfg, learner, plan, infos, spec, batches, where)
+            stats = run_local(ctx, cfg, learner, plan, infos, spec, batches, where, session)
         else:
             blocks = stage_blocks(cfg, plan, len(learner.net.blocks))
             mine = stage_indices(cfg.schedule, s, plan.stages)
             keep_only(learner, sorted(b for v in mine for b in blocks[v]),
                       [learner.num_modules - 1] if len(blocks) - 1 in mine else [])
-            stats = run_pipelined_backprop(ctx, cfg, learner, plan, infos, spec, batches, where)
+            stats = run_pipelined_backprop(ctx, cfg, learner, plan, infos, spec, batches, where, session)
+    if session is not None:
+        result = session.finish(stats["optimizer_impl"])
+        dist.barrier()
+        return result
     stats.update({"stage": s, "replica": where.replica})
     if cfg.save_params:
         out = Path(cfg.save_params)
@@ -207,11 +174,17 @@ def default_threads(device: str) -> int:
 
 
 def worker(configs: list[PipelineConfig], json_path: str | None = None, quiet: bool = False,
-           partial_path: str | None = None) -> int:
+           partial_path: str | None = None, training=None) -> int:
     """Run ``configs`` in this process (one stage); returns the exit status. ``partial_path``:
-    rank 0 rewrites the finished records there after each run (what an interrupted launch keeps)."""
+    rank 0 rewrites the finished records there after each run (what an interrupted launch keeps).
+    With ``training`` (:class:`.fields.TrainingFields`) the one config is trained (see
+    :mod:`.training`); Ctrl-C or SIGTERM to this process stops every process after a common step,
+    and it then exits with 130 or 143."""
     ctx = None
+    signals = StopSignals() if training is not None else None
     try:
+        if signals is not None:
+            signals.__enter__()
         first = configs[0]
         if any(c.device != first.device or c.stages != first.stages for c in configs):
             raise ValueError("all runs of one launch must share device and stages")
@@ -224,7 +197,7 @@ def worker(configs: list[PipelineConfig], json_path: str | None = None, quiet: b
         where = place(ctx.rank, ctx.world, first.stages, first.dp, max(c.timeout for c in configs) + margin)
         records = []
         for index, cfg in enumerate(configs):
-            record = run_one(ctx, cfg, where, index)
+            record = run_one(ctx, cfg, where, index, training, signals)
             if record is not None:
                 records.append(record)
                 if partial_path:
@@ -233,10 +206,10 @@ def worker(configs: list[PipelineConfig], json_path: str | None = None, quiet: b
         if ctx.rank == 0:
             if json_path:
                 write_json(records, json_path)
-            if not quiet:
+            if not quiet and training is None:
                 print(format_table(records))
         comm.shutdown(ctx)
-        return 0
+        return 128 + signals.received if signals is not None and signals.received else 0
     except BaseException as err:  # noqa: BLE001 - every failure must end the process with a message
         code = comm.handle_exception(ctx, err)
         sys.stdout.flush()
@@ -244,19 +217,13 @@ def worker(configs: list[PipelineConfig], json_path: str | None = None, quiet: b
         os._exit(code)
 
 
-def write_json(records: list[dict], path: str) -> None:
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(records, indent=1, default=str))
-    tmp.replace(out)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m paper_repro.distributed.run", description=__doc__.splitlines()[0])
     add_arguments(parser)
     parser.add_argument("--configs", default=None, help="a JSON list of PipelineConfig dicts (the launcher's way)")
     parser.add_argument("--quiet", action="store_true", help="rank 0 does not print the table")
+    parser.add_argument("--training", default=None,
+                        help="a JSON dict of TrainingFields: train the one config (the trainer's way)")
     parser.add_argument("--partial", default=None,
                         help="rank 0 writes the finished runs here after each one (the launcher's way)")
     args = parser.parse_args(argv)
@@ -268,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    return worker(configs, args.json, args.quiet, args.partial)
+    training = TrainingFields(**json.loads(Path(args.training).read_text())) if args.training else None
+    return worker(configs, args.json, args.quiet, args.partial, training)
 
 
 if __name__ == "__main__":

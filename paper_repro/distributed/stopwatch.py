@@ -90,3 +90,21 @@ class Stopwatch:
         totals = {**dict.fromkeys(names, 0.0), **self._totals}
         self._totals.clear()
         return totals
+
+
+class Window:
+    """The timed window of a stage's loop: :meth:`mark` ends every iteration, the first ``warm``
+    iterations are left out. :meth:`stats`: busy seconds (computing, not waiting for messages)
+    over the window."""
+
+    def __init__(self, warm: int):
+        self.warm = warm
+        self.marks = [time.perf_counter()]
+
+    def mark(self) -> None:
+        self.marks.append(time.perf_counter())
+
+    def stats(self, busy: list[float]) -> dict:
+        t0, t1 = self.marks[self.warm], self.marks[-1]
+        window, busy_s = t1 - t0, sum(busy[self.warm:])
+        return {"window_s": window, "busy_s": busy_s, "busy_fraction": busy_s / window if window > 0 else None}

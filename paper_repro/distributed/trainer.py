@@ -1,0 +1,136 @@
+"""Train a model on several processes: ``paper-repro train --stages S`` and its Python API.
+
+    from paper_repro.distributed import PipelineConfig
+    from paper_repro.distributed.fields import TrainingFields
+    from paper_repro.distributed.trainer import train_stages
+    result = train_stages(PipelineConfig(model="mlp", dataset="digits", stages=2, schedule="local",
+                                         micro_batch=16, micro_batches=4, steps=100),
+                          TrainingFields(eval_every_examples=2048, stop_loss=0.3))
+    result.records      # one row per optimizer update, the columns of single-process training
+
+The cut is planned here once (measured by time, as the benchmark's), then the stages are
+launched on this machine (:func:`.launch.launch`; ``torchrun -m paper_repro.distributed.run
+--training FILE`` runs the same worker across nodes). A resumed run takes its cut from the
+checkpoint's manifest, so it trains exactly what the interrupted run trained.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from .bench import measured_cut
+from .config import PipelineConfig
+from .fields import TrainingFields
+from .launch import launch
+from .training import check_resume, read_manifest, trained_method
+
+
+@dataclass
+class StagesResult:
+    """A multi-process training run: its resolved config, records and status."""
+    config: PipelineConfig
+    training: TrainingFields
+    records: pd.DataFrame
+    status: str                     # finished | diverged | interrupted
+    optimizer_impl: str
+    hardware: str
+
+    @property
+    def method(self) -> str:
+        return trained_method(self.config)
+
+    def summary(self) -> dict:
+        """The summary of single-process training, with the schedule and the processes."""
+        last = self.records.iloc[-1] if len(self.records) else {}
+        evals = self.records.dropna(subset=["eval_loss"]) if len(self.records) else self.records
+
+        def latest(frame, column):
+            return float(frame[column].iloc[-1]) if len(frame) else math.nan
+        train_evals = self.records["train_eval_loss"].dropna() if len(self.records) else []
+        return {"model": self.config.model, "method": self.method, "dataset": self.config.dataset,
+                "schedule": self.config.schedule if self.config.update_every == 1 or self.config.schedule != "local"
+                else "local/M", "processes": self.config.processes, "status": self.status,
+                "steps": int(last["step"]) if len(self.records) else 0,
+                "final_loss": float(last["final_loss"]) if len(self.records) else math.nan,
+                "eval_loss": latest(evals, "eval_loss"), "eval_acc": latest(evals, "eval_acc"),
+                "train_eval_loss": float(train_evals.iloc[-1]) if len(train_evals) else math.nan,
+                "optimizer_impl": self.optimizer_impl,
+                "wall_time_s": float(last["wall_time"]) if len(self.records) else 0.0}
+
+
+def check_training(cfg: PipelineConfig, training: TrainingFields) -> None:
+    """ValueError (one line naming the bad value) for settings a training run cannot take."""
+    if cfg.dataset == "synthetic":
+        raise ValueError("training on several processes needs a data set (--dataset), not synthetic inputs")
+    for key in ("eval_every", "eval_every_examples", "checkpoint_every"):
+        value = getattr(training, key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"{key} must be a non-negative integer, got {value!r}")
+    if training.stop_loss is not None and not training.eval_every_examples:
+        raise ValueError(f"stop_loss={training.stop_loss!r} needs eval_every_examples > 0 (the loss it is "
+                         "compared with is the training-subset evaluation)")
+    if (training.checkpoint_every or training.resume) and not training.checkpoint:
+        raise ValueError("checkpoint_every and resume need a checkpoint folder (--checkpoint DIR)")
+    if training.save:
+        save_path_ok(training.save)
+
+
+def resolve(cfg: PipelineConfig, training: TrainingFields) -> PipelineConfig:
+    """``cfg`` (no warm-up: every step trains) with its cut fixed: measured here, or, resuming,
+    the checkpoint's where ``cfg`` leaves it to the plan (a cut given differently is named as
+    the field that differs)."""
+    cfg = dataclasses.replace(cfg, warmup_steps=0).validate()
+    check_training(cfg, training)
+    if training.resume:
+        manifest = read_manifest(training.checkpoint)
+        if manifest is None:
+            raise ValueError(f"--resume: no checkpoint in {training.checkpoint}; start without --resume")
+        cut = {k: manifest["config"].get(k) if getattr(cfg, k) is None else getattr(cfg, k)
+               for k in ("method", "split", "block_split")}
+        cfg = dataclasses.replace(cfg, **cut)
+        check_resume(training.checkpoint, cfg)
+        return cfg
+    method, split, blocks = measured_cut(cfg)
+    return dataclasses.replace(cfg, method=method, split=split, block_split=blocks)
+
+
+def train_stages(cfg: PipelineConfig, training: TrainingFields | None = None, *, progress: bool = True,
+                 timeout: float | None = None) -> StagesResult:
+    """Train ``cfg`` on ``cfg.processes`` local processes; the records of every update.
+
+    Ctrl-C or SIGTERM stops every process after a common step (and writes a checkpoint where
+    ``training.checkpoint`` is set); the ``KeyboardInterrupt`` then carries ``result``, the
+    :class:`StagesResult` of the finished updates. A failed process raises
+    :class:`.launch.PipelineError` naming it."""
+    training = training or TrainingFields()
+    resolved = resolve(cfg, training)
+    try:
+        out = launch([resolved], training=training, progress=progress, timeout=timeout)
+    except KeyboardInterrupt as stop:
+        partial = getattr(stop, "partial_records", None) or []
+        stop.result = _result(resolved, training, partial[0]) if partial else None
+        raise
+    return _result(resolved, training, out[0])
+
+
+def _result(cfg: PipelineConfig, training: TrainingFields, record: dict) -> StagesResult:
+    return StagesResult(cfg, training, pd.DataFrame(record["records"]), record["status"],
+                        record["optimizer_impl"], record["hardware"])
+
+
+def save_path_ok(path: str | Path) -> None:
+    """ValueError when the trained model cannot be written at ``path`` (checked before training)."""
+    out = Path(path)
+    if out.is_dir():
+        raise ValueError(f"--save {str(path)!r} is a directory; give a file name such as {str(out / 'model.pt')!r}")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        probe = out.with_name(f".{out.name}.probe")
+        probe.touch()
+        probe.unlink()
+    except OSError as err:
+        raise ValueError(f"cannot write --save {str(path)!r}: {err.strerror or err}") from None
