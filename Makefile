@@ -4,7 +4,8 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-export MPLBACKEND := Agg
+# No MPLBACKEND here: a notebook kernel's default backend (inline) is what shows figures in
+# JupyterLab and embeds them in the executed copies; the tests set Agg for themselves.
 
 .PHONY: all venv .venv figures test test-unit test-notebooks check-figures lab help lock selfcheck
 all: test
@@ -91,9 +92,11 @@ check-figures: $(STAMP)
 	echo "(figures/MACHINE is this machine: the notebooks are not deterministic, or the figures"; \
 	echo " were not redrawn after a change; run 'make figures', look at the figures and commit them)"; exit 1
 
-# jupyter refuses to run as root (as in a container) without --allow-root
+# jupyter refuses to run as root (as in a container) without --allow-root. LAB_ENV drops an
+# MPLBACKEND of the caller's shell (the Docker image sets Agg): with it the kernels draw nothing.
+LAB_ENV := env -u MPLBACKEND
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root,)
+	$(LAB_ENV) $(VENV)/bin/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 # The self-check of a GPU server (each piece in its own process, at most 10 minutes).
 DEVICE ?= cuda

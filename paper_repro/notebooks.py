@@ -39,8 +39,11 @@ from .settings import PROFILES
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
-# arguments of every kernel: its log leaves out ipykernel's warning about unencrypted TCP
-KERNEL_ARGUMENTS = [f"--IPKernelApp.logging_config={json.dumps(kernel_log.LOGGING_CONFIG)}"]
+# arguments of every kernel: its log leaves out ipykernel's warning about unencrypted TCP, and
+# matplotlib draws with the inline backend whatever MPLBACKEND says (a Docker image or a shell may
+# set Agg), so the executed copies embed every figure; the inline backend changes no rcParams, so
+# the files the notebooks save are the same bytes as under Agg
+KERNEL_ARGUMENTS = [f"--IPKernelApp.logging_config={json.dumps(kernel_log.LOGGING_CONFIG)}", "--matplotlib=inline"]
 
 
 def check_parameters(values: dict, types: dict) -> None:
