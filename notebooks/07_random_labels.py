@@ -102,21 +102,24 @@ for model, c in claims.groupby("model", sort=False):
 # ## Checks
 # The numbers behind the figures and the claims: accuracies lie in [0, 1]; every run has every
 # epoch; before training (epoch 0) every method of a net has the same accuracy, near chance; the
-# claims are the means and extremes of the last epochs plotted above; backprop memorises clearly
-# more than greedy on both nets.
+# claims are the means and extremes of the last epochs plotted above. On the quick profile's
+# digits the start is near chance (10%) and backprop memorises clearly more than greedy on both
+# nets (results of those runs); the rest holds at every profile.
 
 # %%
+assert df.train_acc.between(0, 1).all() and (df.train_loss >= 0).all()
+for run in S["runs"]:
+    d = df[df.model == run["label"]]
+    assert d.groupby(["method", "seed"]).epoch.apply(list).map(list(range(run["epochs"] + 1)).__eq__).all()
+    start = d[d.epoch == 0].train_acc
+    assert start.max() - start.min() < 1e-6, start
+    if profile == "quick":
+        assert abs(start.mean() - 0.1) < 0.05, start
+for r in claims.itertuples():
+    d = df[(df.model == r.model) & (df.method == r.method)]
+    last = d[d.epoch > d.epoch.max() - r.last_epochs].train_acc
+    assert abs(last.mean() - r.mean_acc) < 1e-3 and abs(last.min() - r.min_acc) < 1e-3, r
+    assert abs(last.max() - r.max_acc) < 1e-3, r
 if profile == "quick":
-    assert df.train_acc.between(0, 1).all() and (df.train_loss >= 0).all()
-    for run in S["runs"]:
-        d = df[df.model == run["label"]]
-        assert d.groupby(["method", "seed"]).epoch.apply(list).map(list(range(run["epochs"] + 1)).__eq__).all()
-        start = d[d.epoch == 0].train_acc
-        assert start.max() - start.min() < 1e-6 and abs(start.mean() - 0.1) < 0.05, start
-    for r in claims.itertuples():
-        d = df[(df.model == r.model) & (df.method == r.method)]
-        last = d[d.epoch > d.epoch.max() - r.last_epochs].train_acc
-        assert abs(last.mean() - r.mean_acc) < 1e-3 and abs(last.min() - r.min_acc) < 1e-3, r
-        assert abs(last.max() - r.max_acc) < 1e-3, r
     acc = claims.set_index(["model", "method"]).mean_acc.unstack()
     assert (acc.backprop - acc.greedy > 0.15).all(), acc

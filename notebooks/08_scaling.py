@@ -193,23 +193,25 @@ plots.save_figure(fig, f"08_gantt_{profile}", figures_dir);
 # the time. Memory: GPipe >= 1F1B >= 1F1B with recomputation, local never more than 1% (its heads)
 # above the last; Adam's state is two copies of the parameters. Every ratio is local's samples/s
 # over the baseline's and falls (within 0.01) with more micro-batches per step. In the one-step
-# charts no processor does two things at once.
+# charts no processor does two things at once. All hold at every profile, except that local beats
+# 1F1B with recomputation in the paper's setting, a result of the quick profile's cached costs.
 
 # %%
+for S_, M_ in ((4, 8), (8, 16)):
+    bubble = scaling.gpipe_bubble(S_, M_)
+    assert abs(bubble - (S_ - 1) / (M_ + S_ - 1)) < 1e-9, (S_, M_, bubble)
+assert (worst.gpipe >= worst["1f1b"]).all() and (worst["1f1b"] >= worst["1f1b-recompute"]).all(), worst
+assert (worst.local <= 1.01 * worst["1f1b-recompute"]).all(), worst
+assert (memory.optimizer == 2 * memory.params).all() and (memory.grads == memory.params).all()
+assert (memory.peak_bytes >= memory[["params", "grads", "optimizer", "saved_for_backward"]].sum(axis=1)).all()
+for t in [*by_stages.values(), *by_m.values()]:
+    assert (t.ratio > 0).all() and (t.ratio - t.local_samples_per_s / t.baseline_samples_per_s).abs().max() < 1e-9
+for t in by_m.values():
+    assert t.pivot(index="micro_batches", columns="baseline", values="ratio").diff().fillna(0).lt(0.01).all().all()
+assert set(paper) == set(gpu_paper) == set(settings.baselines)
 if profile == "quick":
-    for S_, M_ in ((4, 8), (8, 16)):
-        bubble = scaling.gpipe_bubble(S_, M_)
-        assert abs(bubble - (S_ - 1) / (M_ + S_ - 1)) < 1e-9, (S_, M_, bubble)
-    assert (worst.gpipe >= worst["1f1b"]).all() and (worst["1f1b"] >= worst["1f1b-recompute"]).all(), worst
-    assert (worst.local <= 1.01 * worst["1f1b-recompute"]).all(), worst
-    assert (memory.optimizer == 2 * memory.params).all() and (memory.grads == memory.params).all()
-    assert (memory.peak_bytes >= memory[["params", "grads", "optimizer", "saved_for_backward"]].sum(axis=1)).all()
-    for t in [*by_stages.values(), *by_m.values()]:
-        assert (t.ratio > 0).all() and (t.ratio - t.local_samples_per_s / t.baseline_samples_per_s).abs().max() < 1e-9
-    for t in by_m.values():
-        assert t.pivot(index="micro_batches", columns="baseline", values="ratio").diff().fillna(0).lt(0.01).all().all()
-    assert set(paper) == set(gpu_paper) == set(settings.baselines) and min(paper["1f1b-recompute"]) > 1
-    for run in runs:
-        for rank in range(run.stages):
-            spans = sorted((i.start, i.end) for i in run.intervals if i.rank == rank)
-            assert all(a_end <= b_start + 1e-12 for (_, a_end), (b_start, _) in zip(spans, spans[1:])), run.schedule
+    assert min(paper["1f1b-recompute"]) > 1
+for run in runs:
+    for rank in range(run.stages):
+        spans = sorted((i.start, i.end) for i in run.intervals if i.rank == rank)
+        assert all(a_end <= b_start + 1e-12 for (_, a_end), (b_start, _) in zip(spans, spans[1:])), run.schedule

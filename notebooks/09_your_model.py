@@ -155,16 +155,16 @@ display(shown[["training", "kflops_per_sample", "speedup", "bytes_per_sample", "
 # reference (speedup 1, nothing sent); each speedup is its FLOPs per sample against that
 # reference's, above 1 and at most the number of devices; only pipelined backprop sends
 # gradients back; the local pipeline needs no more memory on any device than pipelined backprop.
+# These hold at every profile.
 
 # %%
-if profile == "quick":
-    start = records[records.step == 1].set_index("method").final_loss
-    assert start.max() - start.min() < 1e-5 and (summary.status == "finished").all() and (summary.steps == steps).all()
-    one, pipelined, local = (prediction.iloc[i] for i in range(3))
-    assert one.speedup == 1 and one.bytes_forward == one.bytes_backward == 0 and one.devices == 1, prediction
-    ratio = prediction.flops_per_sample.iloc[0] / prediction.flops_per_sample
-    assert (ratio - prediction.speedup).abs().max() < 1e-9 and (prediction.speedup.iloc[1:] > 1).all()
-    assert (prediction.speedup.iloc[1:] <= devices).all() and (prediction.devices.iloc[1:] == devices).all()
-    assert pipelined.bytes_backward > 0 and local.bytes_backward == 0 and local.bytes_forward > 0, prediction
-    assert len(local.peak_memory_bytes) == len(pipelined.peak_memory_bytes) == devices
-    assert all(a <= b for a, b in zip(local.peak_memory_bytes, pipelined.peak_memory_bytes)), prediction
+start = records[records.step == 1].set_index("method").final_loss
+assert start.max() - start.min() < 1e-5 and (summary.status == "finished").all() and (summary.steps == steps).all()
+one, pipelined, local = (prediction.iloc[i] for i in range(3))
+assert one.speedup == 1 and one.bytes_forward == one.bytes_backward == 0 and one.devices == 1, prediction
+ratio = prediction.flops_per_sample.iloc[0] / prediction.flops_per_sample
+assert (ratio - prediction.speedup).abs().max() < 1e-9 and (prediction.speedup.iloc[1:] > 1).all()
+assert (prediction.speedup.iloc[1:] <= devices).all() and (prediction.devices.iloc[1:] == devices).all()
+assert pipelined.bytes_backward > 0 and local.bytes_backward == 0 and local.bytes_forward > 0, prediction
+assert len(local.peak_memory_bytes) == len(pipelined.peak_memory_bytes) == devices
+assert all(a <= b for a, b in zip(local.peak_memory_bytes, pipelined.peak_memory_bytes)), prediction

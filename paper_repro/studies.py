@@ -196,7 +196,8 @@ def modules_study(profile: str = "quick", *, results_dir="results", data_dir=Non
     :func:`compute_study`), each analysed alone. ``table`` has one row per (depth, method,
     target): ``high_compute_speedup`` with its range over seeds (``_lo``, ``_hi``),
     ``max_speedup``, ``critical_path_ratio`` (backprop's critical path over the method's: the
-    bound at equal steps) and ``num_modules``. ``lr_edges``: per depth, at the lowest target, the
+    bound at equal steps), ``num_modules`` and ``backprop_in_regime`` (at that depth and target,
+    under every reading rule, :func:`analysis.regime_by_rule`). ``lr_edges``: per depth, at the lowest target, the
     (method, batch size) whose best learning rate is the grid's smallest or largest
     (:func:`analysis.lr_at_edge`). ``regime``: per depth, :func:`analysis.regime_by_rule` under
     every reading rule of the profile (its two largest batches need not be one doubling apart:
@@ -220,9 +221,12 @@ def modules_study(profile: str = "quick", *, results_dir="results", data_dir=Non
         tables = analysis.study_tables(df, targets, rule)
         headline, svb = tables.headline, tables.steps_vs_batch
         edges.append(analysis.lr_at_edge(svb[svb.target == min(targets)], grid.lrs_for).assign(depth=depth))
-        regimes.append(analysis.regime_by_rule(df, targets, reading["rules"]).assign(depth=depth))
+        regime = analysis.regime_by_rule(df, targets, reading["rules"]).assign(depth=depth)
+        regimes.append(regime)
+        in_regime = regime.groupby("target").in_regime.all()
         for _, h in headline.iterrows():
             rows.append(dict(depth=depth, method=h["method"], target=h["target"],
+                             backprop_in_regime=bool(in_regime.get(h["target"], False)),
                              num_modules=int(costs.loc[h["method"], "num_modules"]),
                              critical_path_ratio=float(costs.loc[h["method"], "critical_path_vs_backprop"]),
                              **{k: h.get(k) for k in ("high_compute_speedup", "high_compute_speedup_lo",

@@ -185,7 +185,9 @@ def plot_speedup_vs_modules(frame: pd.DataFrame, title: str) -> Figure:
     staircases with bars over the seeds' own (a bar need not contain its point: a staircase of
     medians is not a median of staircases), and each method's critical-path ratio (the
     speedup it would reach in as few steps as backprop) as a dashed line
-    (``frame``: :func:`paper_repro.studies.modules_study`)."""
+    (``frame``: :func:`paper_repro.studies.modules_study`). Where ``frame`` has
+    ``backprop_in_regime``, the points read where backprop is not in the high-compute regime are
+    drawn open."""
     fig, axes, colors, panels = _target_panels(frame, 4.4, sharey=True)
     for ax, t, d in panels:
         for m, g in d.groupby("method"):
@@ -194,7 +196,10 @@ def plot_speedup_vs_modules(frame: pd.DataFrame, title: str) -> Figure:
             lo = g.get("high_compute_speedup_lo", g["high_compute_speedup"]).to_numpy(dtype=float)
             hi = g.get("high_compute_speedup_hi", g["high_compute_speedup"]).to_numpy(dtype=float)
             # the seeds' range as its own segment: the median-over-seeds staircase can lie outside it
-            ax.plot(g["depth"], y, "o-", ms=5, color=colors[m], label=m)
+            ax.plot(g["depth"], y, "-", color=colors[m], label=m)
+            inside = g["backprop_in_regime"].to_numpy(dtype=bool) if "backprop_in_regime" in g else np.ones(len(g), bool)
+            ax.plot(g["depth"][inside], y[inside], "o", ms=5, color=colors[m])
+            ax.plot(g["depth"][~inside], y[~inside], "o", ms=5, mfc="white", color=colors[m])
             ax.vlines(g["depth"], np.where(np.isnan(lo), y, lo), np.where(np.isnan(hi), y, hi), color=colors[m], lw=2)
             ax.plot(g["depth"], g["critical_path_ratio"], ls="--", lw=1, color=colors[m],
                     label=f"{m}: critical-path ratio")
@@ -211,6 +216,8 @@ def plot_speedup_vs_modules(frame: pd.DataFrame, title: str) -> Figure:
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_ylim(lo, hi)
         ax.grid(alpha=0.3)
+    if "backprop_in_regime" in frame and not frame["backprop_in_regime"].astype(bool).all():
+        axes[0][-1].plot([], [], "o", ms=5, mfc="white", color="grey", label="open: backprop not in the regime")
     _legend(axes[0], "method\npoint: median-over-seeds frontiers\nbar: range over seeds")
     fig.suptitle(title)
     fig.tight_layout()
