@@ -41,6 +41,7 @@ from .names import (COMPUTE_STUDIES, CUT_HELP, CUTS, DATASETS, DEFAULT_CUT, DEVI
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"      # paper_repro.notebooks.NOTEBOOKS_DIR
 # the defaults of a pipeline run (paper_repro.distributed.PipelineConfig) that `simulate` shows
 PIPELINE_DEFAULTS = dataclasses.asdict(PipelineFields())
+SIMULATED_INPUTS = ("image", "text")        # paper_repro.simulate.inputs.KINDS
 
 # command -> "module:function" run with the parsed arguments
 HANDLERS = {
@@ -248,10 +249,16 @@ def add_simulate(subparsers) -> None:
                         "its keyword arguments from --model-kwargs (as in bench pipeline)")
     p.add_argument("--model-kwargs", type=json_dict, default={},
                    help='the model\'s keyword arguments as JSON, e.g. \'{"width": 16}\'')
+    p.add_argument("--input", default=None, choices=SIMULATED_INPUTS,
+                   help="the synthetic input the model takes: image (CHANNELS x IMAGE_SIZE x IMAGE_SIZE, NUM_CLASSES "
+                        "classes) or text (SEQ_LEN token ids from a vocabulary of NUM_CLASSES, next-token targets), "
+                        "the kinds of the data sets of train and bench (None: text for the built-in transformer, "
+                        "image for every other model; give text for your own token model)")
     p.add_argument("--image-size", type=positive_int, default=d["image_size"], help="synthetic image side (pixels)")
+    p.add_argument("--channels", type=positive_int, default=d["channels"], help="synthetic image channels")
     p.add_argument("--num-classes", type=positive_int, default=d["num_classes"],
-                   help="classes (the vocabulary size for the Transformer)")
-    p.add_argument("--seq-len", type=positive_int, default=d["seq_len"], help="tokens per Transformer window")
+                   help="classes (the vocabulary size of text input)")
+    p.add_argument("--seq-len", type=positive_int, default=d["seq_len"], help="tokens per window of text input")
     p.add_argument("--stages", type=int_list, default=[d["stages"]], help="processors; a comma list runs each")
     p.add_argument("--micro-batch", type=int_list, default=[d["micro_batch"]],
                    help="samples per micro-batch; a comma list runs each")

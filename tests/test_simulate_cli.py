@@ -100,3 +100,43 @@ def test_calibration_measures_every_block_and_head():
     assert len(bc.accumulate) == 4 and all(v >= 0 for v in bc.accumulate)
     assert bc.out_bytes == [4 * 16 * 4] * 4        # micro-batch x width x float32 bytes
     assert bc.data > 0 and bc.concat > 0            # the input drawn, and a step's batch joined
+
+
+# ------------------------------------------------------------- a token model of your own
+TEXT = ["--stages", "2", "--micro-batch", "2", "--micro-batches", "4", "--schedule", "local,1f1b", "--reps", "1"]
+
+
+def test_the_input_kinds_are_the_simulators():
+    from paper_repro.simulate import inputs
+
+    assert cli.SIMULATED_INPUTS == inputs.KINDS
+    args = cli.build_parser().parse_args(["simulate", "--input", "text", "--channels", "1"])
+    assert args.input == "text" and args.channels == 1
+    assert cli.build_parser().parse_args(["simulate"]).input is None
+
+
+@pytest.mark.parametrize("model", ["user_models:byte_lm", "user_models:byte_lm_net"])
+def test_a_token_model_of_your_own_simulates_with_input_text(model, tmp_path, capsys):
+    out = tmp_path / "sim.json"
+    assert main(["simulate", "--model", model, "--input", "text", "--seq-len", "8", "--num-classes", "256",
+                 *TEXT, "--json", str(out)]) == 0, capsys.readouterr().err
+    records = {r["schedule"]: r for r in json.loads(out.read_text())}
+    assert set(records) == {"local", "1f1b"}
+    for r in records.values():    # calibrated on token windows; memory counted on them too
+        assert r["costs"] == "calibrated" and r["samples_per_s"] > 0 and len(r["peak_mem_bytes_per_stage"]) == 2
+    # 8 tokens x 16 features x 4 bytes forward per sample, plus 8 int64 next-token labels in the local pipeline
+    assert records["local"]["comm_bytes_per_sample"] == {"forward": 8 * 16 * 4 + 8 * 8, "backward": 0.0}
+    # without --input the model gets images: one line naming the model, the input and the way out
+    assert main(["simulate", "--model", model, *TEXT]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: model {model} cannot take the simulator's image input of shape (2, 3, 32, 32)")
+    assert "give --input text" in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_one_channel_model_of_your_own_takes_channels(capsys):
+    argv = ["simulate", "--model", "user_models:small_cnn", "--model-kwargs", '{"in_channels": 1}',
+            "--image-size", "8", *TEXT]
+    assert main([*argv, "--channels", "1"]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(argv) == 2
+    assert "cannot take the simulator's image input of shape (2, 3, 8, 8)" in capsys.readouterr().err

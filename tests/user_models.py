@@ -35,3 +35,28 @@ def inplace_cnn(width: int = 4, in_channels: int = 3, inplace: bool = True) -> n
         nn.Conv2d(width, 2 * width, 3, stride=2, padding=1), nn.ReLU(inplace=inplace),
         nn.Conv2d(2 * width, 2 * width, 3, padding=1), nn.ReLU(inplace=inplace),
     )
+
+
+class _Tokens(nn.Module):
+    """Token embedding with learned positions: (N, T) token ids -> (N, T, width)."""
+
+    def __init__(self, vocab: int, width: int, max_len: int = 512):
+        super().__init__()
+        self.embed, self.pos = nn.Embedding(vocab, width), nn.Embedding(max_len, width)
+
+    def forward(self, x):
+        import torch
+        return self.embed(x) + self.pos(torch.arange(x.shape[1], device=x.device))
+
+
+def byte_lm(vocab: int = 256, width: int = 16, depth: int = 3) -> nn.Sequential:
+    """A token model as an nn.Sequential (per-token MLP blocks after the embedding): the
+    default per-token heads make it a next-token language model."""
+    return nn.Sequential(_Tokens(vocab, width),
+                         *[nn.Sequential(nn.Linear(width, width), nn.GELU()) for _ in range(depth)])
+
+
+def byte_lm_net(vocab: int = 256, width: int = 16, depth: int = 3) -> BlockNet:
+    """The same as a BlockNet with its own heads and task="lm"."""
+    blocks = list(byte_lm(vocab, width, depth))
+    return BlockNet(blocks, lambda i: nn.Linear(width, vocab), task="lm", name="byte_lm_net")

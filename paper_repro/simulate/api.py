@@ -28,10 +28,11 @@ def parse_schedules(text: str | list[str]) -> list[str]:
     return [check_schedule(v) for v in values]
 
 
-def calibration(cfg: PipelineConfig, path: str | None = None, reps: int = 3) -> BlockCosts:
-    """Per-block costs of ``cfg``'s model: loaded from ``path`` (checked against ``cfg``) or measured."""
+def calibration(cfg: PipelineConfig, path: str | None = None, reps: int = 3, input: str | None = None) -> BlockCosts:
+    """Per-block costs of ``cfg``'s model: loaded from ``path`` (checked against ``cfg``) or measured
+    on synthetic inputs of kind ``input`` (:func:`.inputs.input_spec`)."""
     if path is None:
-        return measure(cfg, reps=reps)
+        return measure(cfg, reps=reps, input=input)
     bc = BlockCosts.load(path)
     if bc.model != cfg.model or bc.model_kwargs != cfg.model_kwargs or bc.image_size != cfg.image_size:
         raise ValueError(f"calibration {path!r} is for model {bc.model} {bc.model_kwargs} at image size "
@@ -42,7 +43,7 @@ def calibration(cfg: PipelineConfig, path: str | None = None, reps: int = 3) -> 
 def run(cfg: PipelineConfig, schedules: list[str], micro_batch_sizes: list[int], *,
         block_costs: BlockCosts | None = None, uniform: tuple[float, ...] | None = None,
         link: Link | None = None, balance: str = DEFAULT_CUT, memory: bool = True, keep: bool = False,
-        meta: MetaNet | None = None, skipped: list[str] | None = None) -> list[dict]:
+        meta: MetaNet | None = None, skipped: list[str] | None = None, input: str | None = None) -> list[dict]:
     """Simulate every (micro-batch size, schedule) on ``cfg.stages`` processors.
 
     Costs come from ``block_costs`` (scaled to each micro-batch size) or ``uniform`` = (F, B[, W])
@@ -50,7 +51,8 @@ def run(cfg: PipelineConfig, schedules: list[str], micro_batch_sizes: list[int],
     stage (model settings of ``cfg``; not with uniform costs). ``keep``: add the simulation
     ``Result`` (with its intervals, for Gantt charts) under ``"result"``. ``skipped``: a list to
     collect the schedules that cannot run these settings (e.g. torch refuses too few
-    micro-batches, or the net has too few blocks for the pieces) instead of raising."""
+    micro-batches, or the net has too few blocks for the pieces) instead of raising. ``input``:
+    the kind of synthetic input the memory accounting feeds the model (:func:`.inputs.input_spec`)."""
     if (block_costs is None) == (uniform is None):
         raise ValueError("give exactly one of block_costs (calibrated) or uniform times (F,B[,W])")
     records = []
@@ -59,7 +61,7 @@ def run(cfg: PipelineConfig, schedules: list[str], micro_batch_sizes: list[int],
         raise ValueError(f"model {cfg.model} has {block_costs.blocks} blocks and cannot be cut into {S} stages "
                          f"(a stage holds one block at least); use at most {block_costs.blocks} stages")
     if memory and uniform is None and meta is None:
-        meta = MetaNet(cfg)
+        meta = MetaNet(cfg, input)
     for B in micro_batch_sizes:
         bc = block_costs.scaled(B) if block_costs is not None else None
         for schedule in schedules:

@@ -51,7 +51,8 @@ from ..blocknet import grad_input
 from ..build import make_optimizer
 from ..distributed.config import DTYPES, PipelineConfig
 from ..distributed.split import boundary_info
-from ..distributed.inputs import build_learner, data_spec, synthetic_batches
+from ..distributed.inputs import synthetic_batches
+from .inputs import checked_learner, input_spec
 from ..distributed.timing import synchronize
 
 
@@ -129,16 +130,18 @@ class BlockCosts:
             raise ValueError(f"calibration file {str(path)!r} is not a BlockCosts JSON: {err}") from None
 
 
-def measure(cfg: PipelineConfig, reps: int = 3, threads: int | None = None) -> BlockCosts:
+def measure(cfg: PipelineConfig, reps: int = 3, threads: int | None = None, input: str | None = None) -> BlockCosts:
     """Calibrate every block of ``cfg``'s model at ``cfg.micro_batch`` on ``cfg.device``.
 
     ``threads`` (CPU): torch threads during the measurement; default ``cfg.threads`` or
-    ``cores // cfg.stages``, what each stage process of ``bench pipeline`` uses."""
+    ``cores // cfg.stages``, what each stage process of ``bench pipeline`` uses. ``input``: the
+    kind of synthetic input, ``image`` or ``text`` (:func:`.inputs.input_spec`; None: text for
+    the built-in Transformer, images otherwise)."""
     if not isinstance(reps, int) or reps < 1:
         raise ValueError(f"reps must be a positive integer, got {reps!r}")
     cfg = dataclasses.replace(cfg, method="backprop")
-    _, spec = data_spec(cfg)
-    learner = build_learner(cfg, spec)
+    spec = input_spec(cfg, input)
+    learner = checked_learner(cfg, spec)
     infos = boundary_info(learner, spec, DTYPES[cfg.dtype])
     net = learner.net
     device = torch.device("cuda" if cfg.device == "cuda" else "cpu")

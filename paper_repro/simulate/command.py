@@ -30,19 +30,19 @@ def run_simulate_command(args) -> int:
     skipped = [] if args.schedule == "all" else None     # "all": leave out what cannot run, say so
     for S in args.stages:
         cfg = api.replace(PipelineConfig(), model=args.model, model_kwargs=args.model_kwargs, image_size=args.image_size,
-                          num_classes=args.num_classes, seq_len=args.seq_len, stages=S,
+                          num_classes=args.num_classes, seq_len=args.seq_len, channels=args.channels, stages=S,
                           micro_batch=args.calibrate_micro_batch or args.micro_batch[0],
                           micro_batches=args.micro_batches, steps=args.steps, warmup_steps=args.warmup_steps,
                           update_every=args.update_every, max_in_flight=args.max_in_flight,
                           optimizer=args.optimizer, dtype=args.dtype, device=args.device, threads=args.threads)
         bc = None
         if args.uniform_times is None:
-            bc = api.calibration(cfg, args.calibration, reps=args.reps)
+            bc = api.calibration(cfg, args.calibration, reps=args.reps, input=args.input)
             if args.save_calibration:
                 bc.save(args.save_calibration)
         records += api.run(cfg, schedules, args.micro_batch, block_costs=bc, uniform=args.uniform_times, link=link,
                            balance=args.balance, memory=not args.no_memory, keep=bool(args.gantt),
-                           skipped=skipped)
+                           skipped=skipped, input=args.input)
     print(api.format_table(records))
     for line in skipped or []:
         print(f"not simulated: {line}")

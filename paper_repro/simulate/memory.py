@@ -45,7 +45,7 @@ from torch.utils._pytree import tree_leaves
 
 from ..blocknet import grad_input
 from ..distributed.config import DTYPES, PipelineConfig
-from ..distributed.inputs import build_learner, data_spec
+from .inputs import checked_learner, input_spec
 from ..distributed.memory import SavedTensorMeter
 from .schedules import base_schedule, in_flight_rank_peak, stages_per_rank, torch_order
 
@@ -70,12 +70,13 @@ class PieceBytes:
 
 
 class MetaNet:
-    """The model of ``cfg`` on the meta device: runs any piece at any micro-batch size for free."""
+    """The model of ``cfg`` on the meta device: runs any piece at any micro-batch size for free.
+    ``input``: the kind of synthetic input (:func:`.inputs.input_spec`)."""
 
-    def __init__(self, cfg: PipelineConfig):
-        _, self.spec = data_spec(cfg)
+    def __init__(self, cfg: PipelineConfig, input: str | None = None):
+        self.spec = input_spec(cfg, input)
         self.cfg = cfg
-        learner = build_learner(cfg, self.spec)
+        learner = checked_learner(cfg, self.spec)
         self.net = copy.deepcopy(learner.net).to("meta").train()
         self.dtype = DTYPES[cfg.dtype]
         self._heads: dict[int, torch.nn.Module] = {}
