@@ -34,9 +34,9 @@ from pathlib import Path
 from . import signals
 from .cliargs import float_list, int_list, json_dict, positive_float, positive_int
 from .distributed.arguments import add_arguments as add_pipeline_arguments
-from .distributed.fields import PipelineFields
+from .distributed.fields import PipelineFields, TrainingFields
 from .names import (COMPUTE_STUDIES, CUT_HELP, CUTS, DATASETS, DEFAULT_CUT, DEVICES, DTYPES, MODELS,  # noqa: F401
-                    MODULES_STUDY, OPTIMIZERS, PROFILES, SIMULATED_SCHEDULES, SWEEP_STUDIES)
+                    MODULES_STUDY, OPTIMIZERS, PROFILES, RUN_NAMES, SIMULATED_SCHEDULES, SWEEP_STUDIES)
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"      # paper_repro.notebooks.NOTEBOOKS_DIR
 # the defaults of a pipeline run (paper_repro.distributed.PipelineConfig) that `simulate` shows
@@ -96,10 +96,12 @@ def add_train(subparsers) -> None:
                    help=f"a built-in model ({' | '.join(MODELS)}) or your own as package.module:function "
                         "(importable: installed or on PYTHONPATH; its keyword arguments from --model-kwargs) "
                         "returning an nn.Sequential, one block per entry, or a BlockNet")
-    p.add_argument("--method", default="backprop",
+    p.add_argument("--method", default=None,
                    help="backprop | greedy | overlapping | chunked-K (K contiguous chunks, K <= number of blocks) "
                         "| chunked@A,B,... (chunks that start at blocks A, B, ...: chunked@4 is two chunks, "
-                        "blocks 0-3 and 4 to the last; the cut the pipeline balances by measured time)")
+                        "blocks 0-3 and 4 to the last; the cut the pipeline balances by measured time). "
+                        "Default: backprop in one process; on several, the local schedules' chunked-STAGES "
+                        "cut by --balance (the other schedules train with backprop)")
     p.add_argument("--dataset", default="digits", choices=DATASETS,
                    help="digits and text need no download; cifar10 and imagenet need --data-dir")
     p.add_argument("--data-dir", default=None, help="where the data set lives (see README: Data)")
@@ -122,7 +124,50 @@ def add_train(subparsers) -> None:
                    help="write the per-step records here; the format follows the extension: .csv, .json, "
                         ".parquet (needs pyarrow). Also written on Ctrl-C / SIGTERM, with the finished steps")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=Handler(HANDLERS["train"]))
+    p.add_argument("--threads", type=positive_int, default=None,
+                   help="torch threads per process (default: torch's own for one process; cores / processes "
+                        "for several). On a shared or small machine 1 is often much faster")
+    p.add_argument("--eval-every-examples", type=int, default=0,
+                   help="evaluate the net on a fixed training subset each time the examples seen cross a "
+                        "multiple of this (0: off); --stop-loss compares with it")
+    p.add_argument("--train-eval-examples", type=positive_int, default=None,
+                   help="size of that training subset (default: the whole training split)")
+    p.add_argument("--stop-loss", type=float, default=None,
+                   help="stop at the first training-subset evaluation at or below this loss "
+                        "(needs --eval-every-examples)")
+    p.add_argument("--save", default=None, metavar="FILE",
+                   help="write the trained learner (net and heads) here as one state dict "
+                        "(paper_repro.checkpoint.load_learner reads it)")
+    p.add_argument("--checkpoint", default=None, metavar="DIR",
+                   help="save the run's state in DIR (one process: every minute; several: every "
+                        "--checkpoint-every updates and on Ctrl-C / SIGTERM); --resume goes on from it")
+    p.add_argument("--checkpoint-every", type=int, default=0,
+                   help="several processes: updates between checkpoints (0: only on Ctrl-C / SIGTERM)")
+    p.add_argument("--resume", action="store_true", help="go on from the checkpoint in --checkpoint DIR")
+    g = p.add_argument_group("several processes (one per pipeline stage, or DDP replicas)")
+    d, t = PipelineFields(), TrainingFields()
+    g.add_argument("--stages", type=positive_int, default=1,
+                   help="processes: 1 trains here; S > 1 launches S processes on this machine (the same "
+                        "worker runs under torchrun across nodes: python -m paper_repro.distributed.run "
+                        "--training FILE)")
+    g.add_argument("--schedule", default="local", choices=RUN_NAMES,
+                   help="local: every stage steps its optimizer after each micro-batch; local/M: once per "
+                        "step; gpipe, 1f1b, ... : pipelined backprop (torch.distributed.pipelining); ddp: "
+                        "whole-model replicas, the step's micro-batches split between them")
+    g.add_argument("--micro-batches", type=positive_int, default=None,
+                   help=f"micro-batches per step (default: {d.micro_batches} on several processes; 1 in one, "
+                        "where more accumulate the gradients of the step's micro-batches); --batch-size is "
+                        "the step's examples over all processes")
+    g.add_argument("--dp", type=positive_int, default=d.dp, help="replicas per pipeline stage")
+    g.add_argument("--split", type=int_list, default=None,
+                   help="first local module of stages 1..S-1 (default: the --balance cut)")
+    g.add_argument("--balance", default=d.balance, choices=CUTS, help="without --split: " + CUT_HELP)
+    g.add_argument("--block-split", type=int_list, default=None,
+                   help="two-stages-per-process schedules: first block of stages 1..2S-1")
+    g.add_argument("--timeout", type=positive_float, default=d.timeout, help="seconds any one message may take")
+    g.add_argument("--launch-timeout", type=positive_float, default=None,
+                   help="seconds the whole run may take (default: no limit)")
+    p.set_defaults(func=Handler(HANDLERS["train"]), eval_examples=t.eval_examples)
 
 
 # ---------------------------------------------------------------------------------- sweep

@@ -16,7 +16,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from . import bench, datafiles, names, notebooks, preflight, settings, signals, train
+from . import bench, checkpoint, datafiles, names, notebooks, preflight, settings, signals, train
+from .distributed.config import PipelineConfig
 from .distributed import bench as pipeline_bench
 from .distributed.launch import PipelineError
 from .distributed.options import configs_from_args
@@ -86,12 +87,30 @@ def _records_table(result: train.TrainResult) -> pd.DataFrame:
     return result.records.assign(method=cfg.method, model=cfg.model, dataset=cfg.dataset, status=result.status)
 
 
+def _print_summary(summary: dict) -> None:
+    width = max(map(len, summary))
+    for key, value in summary.items():
+        print(f"{key:<{width}}  {value:.4f}" if isinstance(value, float) else f"{key:<{width}}  {value}")
+
+
 def run_train(args) -> int:
     if args.out:
         check_output(args.out)
-    cfg = train.TrainConfig(model=args.model, method=args.method, dataset=args.dataset, data_dir=args.data_dir,
-                            steps=args.steps, batch_size=args.batch_size, lr=args.lr, optimizer=args.optimizer,
-                            seed=args.seed, eval_every=args.eval_every, device=args.device,
+    if args.save:
+        check_writable(args.save, "--save")
+    if args.resume and not args.checkpoint:
+        raise ValueError("--resume needs --checkpoint DIR (the folder the interrupted run saved its state in)")
+    if args.stages > 1 or args.dp > 1:
+        return run_train_stages(args)
+    if args.schedule != "local" or args.checkpoint_every:
+        what = f"--schedule {args.schedule}" if args.schedule != "local" else "--checkpoint-every"
+        raise ValueError(f"{what} applies to several processes; add --stages S (S >= 2)")
+    cfg = train.TrainConfig(model=args.model, method=args.method or "backprop", dataset=args.dataset,
+                            data_dir=args.data_dir, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
+                            optimizer=args.optimizer, seed=args.seed, eval_every=args.eval_every,
+                            eval_every_examples=args.eval_every_examples,
+                            train_eval_examples=args.train_eval_examples, stop_loss=args.stop_loss,
+                            micro_batches=args.micro_batches or 1, threads=args.threads, device=args.device,
                             model_kwargs=args.model_kwargs, data_kwargs=args.data_kwargs,
                             progress=not args.no_progress)
     cfg.validate()
@@ -99,8 +118,13 @@ def run_train(args) -> int:
         datafiles.locate(cfg.dataset, cfg.data_dir, download=True)
     data = train.load_data(cfg)
     train.check_batch_fits(cfg.batch_size, data, "--batch-size")
+    state = Path(args.checkpoint) / "train.pt" if args.checkpoint else None
+    if state is not None and not args.resume:
+        state.unlink(missing_ok=True)           # a fresh run: an old state there is not resumed
+    elif state is not None and not state.is_file():
+        raise ValueError(f"--resume: no checkpoint in {args.checkpoint} (no {state.name}); start without --resume")
     try:
-        result = train.train(cfg, data=data)
+        result = train.train(cfg, data=data, checkpoint=state)
     except train.TrainInterrupted as stop:
         done = len(stop.result.records)
         what = f"{signals.describe(stop)} after {done} of {cfg.steps} steps"
@@ -112,13 +136,76 @@ def run_train(args) -> int:
         else:
             print(f"{what}: no --out given, the records are not saved", file=sys.stderr)
         return signals.exit_status(stop)
-    summary = result.summary()
-    width = max(map(len, summary))
-    for key, value in summary.items():
-        print(f"{key:<{width}}  {value:.4f}" if isinstance(value, float) else f"{key:<{width}}  {value}")
+    _print_summary(result.summary())
     if args.out:
         print(f"records written to {write_table(_records_table(result), args.out)}")
+    if args.save:
+        path = checkpoint.save_learner(args.save, result.learner, model=cfg.model, model_kwargs=cfg.model_kwargs,
+                                       dataset=cfg.dataset, seed=cfg.seed)
+        print(f"trained learner written to {path}")
     return 0
+
+
+def stages_config(args) -> PipelineConfig:
+    """The pipeline config of ``paper-repro train --stages S``: ``--batch-size`` examples a step
+    over all processes, in ``--micro-batches`` micro-batches (per replica with ``--dp``)."""
+    M = args.micro_batches or PipelineConfig.micro_batches
+    per_micro = M * args.dp
+    if args.batch_size % per_micro:
+        raise ValueError(f"--batch-size {args.batch_size} must be a multiple of --micro-batches {M} x --dp {args.dp}"
+                         f" = {per_micro} (each micro-batch holds batch-size / {per_micro} examples)")
+    schedule, every = ("local", M) if args.schedule == "local/M" else (args.schedule, 1)
+    return PipelineConfig(model=args.model, model_kwargs=args.model_kwargs, method=args.method, stages=args.stages,
+                          schedule=schedule, update_every=every, split=args.split, balance=args.balance,
+                          block_split=args.block_split, dp=args.dp, micro_batch=args.batch_size // per_micro,
+                          micro_batches=M, steps=args.steps, warmup_steps=0, dataset=args.dataset,
+                          data_dir=args.data_dir, data_kwargs=args.data_kwargs, optimizer=args.optimizer,
+                          lr=args.lr, seed=args.seed, device=args.device, threads=args.threads,
+                          timeout=args.timeout).validate()
+
+
+def run_train_stages(args) -> int:
+    """``paper-repro train --stages S``: train on S processes of this machine."""
+    from .distributed.fields import TrainingFields
+    from .distributed.trainer import train_stages
+    cfg = stages_config(args)
+    training = TrainingFields(eval_every=args.eval_every, eval_examples=args.eval_examples,
+                              eval_every_examples=args.eval_every_examples,
+                              train_eval_examples=args.train_eval_examples, stop_loss=args.stop_loss,
+                              checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
+                              resume=args.resume, save=args.save)
+    if args.download:
+        datafiles.locate(cfg.dataset, cfg.data_dir, download=True)
+    try:
+        result = train_stages(cfg, training, progress=not args.no_progress, timeout=args.launch_timeout)
+    except PipelineError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as stop:             # every stage has stopped after a common step
+        partial = getattr(stop, "result", None)
+        done = len(partial.records) if partial is not None else 0
+        what = f"{signals.describe(stop)} after {done} updates"
+        kept = f"; the checkpoint in {args.checkpoint} resumes it (--resume)" if args.checkpoint and done else ""
+        if args.out and done:
+            out = write_table(_stages_table(partial), args.out)
+            print(f"{what}: the records are written to {out}{kept}", file=sys.stderr)
+        else:
+            print(f"{what}: {'no --out given, the records are not saved' if done else 'nothing saved'}{kept}",
+                  file=sys.stderr)
+        return signals.exit_status(stop)
+    _print_summary(result.summary())
+    if args.out:
+        print(f"records written to {write_table(_stages_table(result), args.out)}")
+    if args.save:
+        print(f"trained learner written to {args.save}")
+    return 0
+
+
+def _stages_table(result) -> pd.DataFrame:
+    summary = result.summary()
+    return result.records.assign(method=summary["method"], schedule=summary["schedule"],
+                                 processes=summary["processes"], model=result.config.model,
+                                 dataset=result.config.dataset, status=result.status)
 
 
 # ---------------------------------------------------------------------------------- sweep
