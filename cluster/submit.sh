@@ -4,6 +4,12 @@
 # The settings are the environment variables of cluster/sweep.sbatch and cluster/notebook.sbatch.
 set -euo pipefail
 SHARDS=${1:-${SHARDS:-8}}
+# notebook.sbatch refuses the quick profile (its notebooks read no store): refuse it before the sweep runs
+if [[ ${PROFILE:-full} == quick ]]; then
+    echo "error: PROFILE=quick: the notebook step reads a sweep's store at PROFILE=cpu or full only; a quick" \
+         "sweep needs no cluster: paper-repro notebooks run --profile quick" >&2
+    exit 2
+fi
 here=$(cd "$(dirname "$0")" && pwd)
 array=$(sbatch --parsable --array="0-$((SHARDS - 1))" "$here/sweep.sbatch")
 array=${array%%;*}  # --parsable prints "id" or "id;cluster"

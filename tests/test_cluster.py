@@ -190,3 +190,27 @@ def test_notebook_script_reads_the_store_without_training(tmp_path, monkeypatch,
     proc, argv = _argv_of(NOTEBOOK, dict(STUDY="mlp-deep", PROFILE="cpu"), tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "01_mlp_compute_efficiency" in argv and argv[-3:] == ["-p", "study", "mlp-deep"]
+
+
+def test_the_notebook_step_and_submit_refuse_the_quick_profile_which_reads_no_store(tmp_path):
+    # at quick the notebooks ignore results_dir and train_missing: the step would train every point again
+    proc, argv = _argv_of(NOTEBOOK, dict(STUDY="mlp", PROFILE="quick", RESULTS="shared/results"), tmp_path)
+    assert proc.returncode == 2 and argv == []                      # nothing run
+    assert proc.stderr.startswith("error: PROFILE=quick: the notebook step reads a sweep's store at PROFILE=cpu "
+                                  "or full only") and proc.stderr.count("\n") == 1
+    # submit.sh refuses before the sweep is submitted (a stand-in sbatch records any call)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "sbatch_calls"
+    (bin_dir / "sbatch").write_text(f'#!/bin/bash\necho "$@" >> {calls}\necho 42\n')
+    (bin_dir / "sbatch").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "STUDY": "mlp"}
+    submit = REPO / "cluster" / "submit.sh"
+    proc = subprocess.run(["bash", str(submit), "2"], cwd=tmp_path, env={**env, "PROFILE": "quick"},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "PROFILE=quick" in proc.stderr and not calls.exists()
+    proc = subprocess.run(["bash", str(submit), "2"], cwd=tmp_path, env={**env, "PROFILE": "cpu"},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert calls.read_text().splitlines() == ["--parsable --array=0-1 " + str(REPO / "cluster" / "sweep.sbatch"),
+                                              "--parsable --dependency=afterok:42 " + str(NOTEBOOK)]
