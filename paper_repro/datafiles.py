@@ -15,6 +15,7 @@ Every loader returns ``(x_train, y_train, x_test, y_test, class names, source)``
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pickle
@@ -304,6 +305,26 @@ def _decode_image(path: str, size: int, resize_ratio: float) -> np.ndarray:
                         f"remove or replace the corrupt file") from e
 
 
+_SHOW_PROGRESS = [True]   # whether decoding draws a progress bar (see progress_bars)
+
+
+def show_progress_bars(show: bool) -> bool:
+    """Whether decoding an image folder draws a progress bar from now on; returns the setting before."""
+    saved, _SHOW_PROGRESS[0] = _SHOW_PROGRESS[0], bool(show)
+    return saved
+
+
+@contextlib.contextmanager
+def progress_bars(show: bool):
+    """Within it, decoding an image folder draws its progress bar only if ``show`` (a command's
+    ``--no-progress`` reaches the data loading through it)."""
+    saved = show_progress_bars(show)
+    try:
+        yield
+    finally:
+        show_progress_bars(saved)
+
+
 def _decode_all(paths, size, resize_ratio, desc) -> torch.Tensor:
     out = np.empty((len(paths), size, size, 3), dtype=np.uint8)
     if out.nbytes > 16 * 2 ** 30:
@@ -316,7 +337,7 @@ def _decode_all(paths, size, resize_ratio, desc) -> torch.Tensor:
     workers = min(8, (os.cpu_count() or 1) * 2)
     with ThreadPoolExecutor(workers) as pool:  # PIL releases the GIL while decoding
         for _ in tqdm(pool.map(work, range(len(paths))), total=len(paths), desc=f"decoding {desc}",
-                      unit="img", mininterval=1.0):
+                      unit="img", mininterval=1.0, disable=not _SHOW_PROGRESS[0]):
             pass
     return torch.from_numpy(out).permute(0, 3, 1, 2).contiguous()
 

@@ -253,3 +253,33 @@ def test_a_read_only_store_is_refused_before_anything_trains(tmp_path, read_only
     # (after the grid's cost line) one line, and no traceback
     assert err.splitlines()[-1].startswith(f"error: cannot write to sweep results folder {store}: ")
     assert err.count("error") == 1 and "Traceback" not in err
+
+
+def _image_tree(root, per_class=3):
+    """A CIFAR-10-like ImageFolder tree of 8x8 PNGs, two classes, train and test."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for split in ("train", "test"):
+        for c in ("a", "b"):
+            (root / split / c).mkdir(parents=True)
+            for k in range(per_class):
+                Image.fromarray(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)).save(root / split / c / f"{k}.png")
+
+
+@pytest.mark.parametrize("progress", [False, True])
+def test_no_progress_also_silences_decoding_the_images(tmp_path, capfd, progress):
+    data_dir = tmp_path / "cifar"
+    _image_tree(data_dir)
+    g = tiny_grid(name="c10", dataset="cifar10", methods=["greedy"], batch_sizes=[4], steps=2, eval_examples=4,
+                  model_kwargs=dict(depth=2, width=8), data_kwargs=dict(image_size=8))
+    grid_file = tmp_path / "g.json"
+    grid_file.write_text(json.dumps(g.to_dict()))
+    argv = ["sweep", "--grid", str(grid_file), "--results", str(tmp_path / "r"), "--data-dir", str(data_dir),
+            "--threads", "1"]
+    capfd.readouterr()
+    assert cli.main(argv + ([] if progress else ["--no-progress"])) == 0
+    err = capfd.readouterr().err
+    assert ("decoding" in err) == progress, err      # the images were decoded (no cache yet) either way
+    assert (data_dir / ".paper_repro_cache").is_dir()

@@ -27,7 +27,7 @@ import torch
 from tqdm import std as tqdm_std
 from tqdm.auto import tqdm
 
-from .. import checkpoint, cost, signals, train
+from .. import checkpoint, cost, datafiles, signals, train
 from ..hardware import MACHINE_COLUMNS, machine_columns
 from .grid import Grid
 from .store import (OPTIONAL_RECORD_COLUMNS, RECORD_COLUMNS, adopt_points, check_writable, damaged_points,
@@ -108,6 +108,7 @@ def _init_worker(gpu_ids, device: str, threads: int, parent_pid: int) -> None:
     # tqdm's default lock is a multiprocessing semaphore, which a worker stopped by SIGTERM
     # cannot release (the resource tracker then warns of leaks); workers show no bars anyway
     tqdm_std.tqdm.set_lock(threading.RLock())
+    datafiles.show_progress_bars(False)   # nor does decoding a data set (the sweep has decoded it once)
     if gpu_ids is not None:  # one GPU per worker, before anything touches CUDA
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_ids.get(timeout=60))
     torch.set_num_threads(threads)
@@ -191,7 +192,8 @@ def run_sweep(grid: Grid, root: str | os.PathLike, *, workers: int = 1, shard: t
 
     try:
         if todo:  # load (and cache) the data here: a missing data set is one clear error, not N failures
-            _data_for(todo[0]["config"], data_dir)
+            with datafiles.progress_bars(progress):
+                _data_for(todo[0]["config"], data_dir)
         if threads is not None and workers <= 1:
             torch.set_num_threads(threads)
         bar = tqdm(total=len(todo), desc=f"sweep {grid.name}" + (f" [{i}/{n}]" if n > 1 else ""), unit="pt",
