@@ -137,13 +137,16 @@ shown = prediction.assign(
 display(shown[["training", "kflops_per_sample", "speedup", "bytes_per_sample", "peak_memory_kib"]].round(2))
 
 # %% [markdown]
-# **Simulated schedule (to come).** The numbers above are for an ideal machine. A schedule
-# simulator that replays both pipelines event by event (messages, idle time, memory over
-# time) will add time per step and the busy fraction of every device here. To measure a real
-# pipeline of processes on this machine instead, give your network's module to the pipeline
-# benchmark as a function `package.module:function` returning the `nn.Sequential`:
+# **Simulated and measured schedules.** The numbers above are for an ideal machine.
+# `paper-repro simulate` replays both pipelines event by event, with every block's time
+# calibrated on this machine, and gives time per step, the busy fraction and the memory of every
+# device at any number of devices; `paper-repro bench pipeline` runs a real pipeline of
+# processes here. Both take your network as a function `package.module:function` returning the
+# `nn.Sequential` (`--input text` for a network that takes token ids):
 #
 # ```bash
+# paper-repro simulate --model my_package.models:my_cnn --model-kwargs '{"width": 16}' \
+#     --channels 1 --image-size 8 --stages 4 --micro-batch 32 --schedule local,1f1b
 # paper-repro bench pipeline --model my_package.models:my_cnn --model-kwargs '{"width": 16}' \
 #     --channels 1 --image-size 8 --stages 2 --schedule local,1f1b
 # ```

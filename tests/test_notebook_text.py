@@ -38,3 +38,43 @@ def test_the_checker_finds_process_words(tmp_path):
                   "\n# %%\nissue = 1\n")
     found = [line for line in markdown_lines(nb) if PROCESS_WORDS.search(line)]
     assert found == ["The foundation issue asks for this.", "As PAPER.md says."]
+
+
+def _commands(path: Path) -> list[str]:
+    """The ``paper-repro ...`` command lines in a notebook's text (continuation lines joined)."""
+    text = "\n".join(markdown_lines(path)).replace("\\\n", " ")
+    return [" ".join(line.split()) for line in text.splitlines() if line.startswith("paper-repro ")]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_text_promises_nothing_to_come_and_its_commands_parse(path):
+    import shlex
+
+    from paper_repro.cli import build_parser
+
+    assert not [line for line in markdown_lines(path) if "to come" in line.lower()]
+    for command in _commands(path):
+        build_parser().parse_args(shlex.split(command)[1:])      # exits (SystemExit) on an unknown option
+
+
+def test_the_simulate_command_of_notebook_09_runs_on_its_own_network(tmp_path, monkeypatch, capsys):
+    """The network the notebook defines, saved as my_package/models.py, simulated as its text says."""
+    import json
+    import shlex
+
+    from paper_repro.cli import main
+
+    path = next(p for p in NOTEBOOKS if p.stem == "09_your_model")
+    [command] = [c for c in _commands(path) if c.startswith("paper-repro simulate ")]
+    cell = next(c for c in path.read_text().split("# %%") if "def my_cnn(" in c)
+    package = tmp_path / "my_package"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "models.py").write_text("import torch.nn as nn\n" + cell.split("\n", 1)[1])
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "sim.json"
+    assert main([*shlex.split(command)[1:], "--reps", "1", "--json", str(out)]) == 0, capsys.readouterr().err
+    records = {r["schedule"]: r for r in json.loads(out.read_text())}
+    assert set(records) == {"local", "1f1b"} and all(r["stages"] == 4 and r["micro_batch"] == 32
+                                                     for r in records.values())
+    assert records["local"]["comm_bytes_per_sample"]["backward"] == 0 < records["1f1b"]["comm_bytes_per_sample"]["backward"]
