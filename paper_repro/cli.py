@@ -31,7 +31,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import signals
+from . import precheck, signals
 from .cliargs import float_list, int_list, json_dict, positive_float, positive_int
 from .distributed.arguments import add_arguments as add_pipeline_arguments
 from .distributed.fields import PipelineFields, TrainingFields
@@ -358,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     args.command_line = "paper-repro " + shlex.join(argv)     # for notes that say how a file was made
     with signals.sigterm_as_interrupt():
         try:
+            precheck.check(args)      # what needs no torch is refused before the command loads it
             return int(args.func(args) or 0)
         except ValueError as err:
             print(f"error: {err}", file=sys.stderr)

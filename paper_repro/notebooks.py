@@ -24,6 +24,7 @@ same packages as the caller.
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
 import sys
@@ -35,7 +36,7 @@ import psutil
 from tqdm.auto import tqdm
 
 from . import kernel_log, signals
-from .settings import PROFILES
+from .names import PROFILES
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
@@ -131,14 +132,78 @@ def declared_parameters(pm, paths) -> dict[str, list[str]]:
 def check_parameter_names(paths, names) -> None:
     """ValueError naming the first of ``names`` that none of the notebooks at ``paths``
     declares in its ``parameters`` cell (a misspelt ``-p``), with the ones they declare."""
-    import papermill as pm
-
-    declared = declared_parameters(pm, paths)
+    declared: dict[str, list[str]] = {}
+    for path in paths:
+        for name in parameter_names(path):
+            declared.setdefault(name, []).append(Path(path).stem)
     for name in names:
         if name not in declared:
             which = f"notebook {Path(paths[0]).stem}" if len(paths) == 1 else f"any of the {len(paths)} notebooks"
             raise ValueError(f"unknown notebook parameter {name!r}: not declared by {which}; "
                              f"valid: {', '.join(sorted(declared)) or '(none)'}")
+
+
+def _code_cells(path) -> list:
+    """The code cells of the notebook at ``path`` (read as JSON: no Papermill, no kernel)."""
+    try:
+        nb = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"cannot read notebook {path}: {err}") from None
+    return [c for c in nb.get("cells", []) if c.get("cell_type") == "code"]
+
+
+def _source(cell) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def parameter_names(path) -> list[str]:
+    """The names the cell tagged ``parameters`` of the notebook at ``path`` assigns (what
+    Papermill's inspection finds), read without Papermill."""
+    for cell in _code_cells(path):
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            names = []
+            for node in ast.parse(_source(cell)).body:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+                    if isinstance(node, ast.AnnAssign) else []
+                names += [t.id for t in targets if isinstance(t, ast.Name)]
+            return names
+    return []
+
+
+# what a notebook's check_parameters call may name as a type
+_TYPE_NAMES = {"str": str, "int": int, "float": float, "bool": bool, "list": list, "dict": dict, "tuple": tuple,
+               "type": type, "None": None}
+
+
+def declared_types(path) -> dict:
+    """``{parameter: type or tuple of types}`` as the notebook at ``path`` checks them: the second
+    argument of its ``check_parameters(dict(...), dict(name=type, ...))`` call ({} without one)."""
+    for cell in _code_cells(path):
+        source = _source(cell)
+        if "check_parameters(" not in source:
+            continue
+        for node in ast.walk(ast.parse(source)):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "check_parameters"
+                    and len(node.args) == 2 and isinstance(node.args[1], ast.Call)):
+                return {kw.arg: eval(compile(ast.Expression(kw.value), str(path), "eval"),  # noqa: S307
+                                     {"__builtins__": {}}, _TYPE_NAMES)
+                        for kw in node.args[1].keywords if kw.arg is not None}
+    return {}
+
+
+def check_parameter_values(paths, parameters: dict) -> None:
+    """ValueError (naming the notebook, the parameter, the value and the type it checks for) when
+    a value in ``parameters`` has a type that a notebook at ``paths`` declaring it refuses in its
+    first cell: found before any kernel starts. Unknown names are :func:`check_parameter_names`'s."""
+    for path in paths:
+        types = declared_types(path)
+        for name, value in parameters.items():
+            if name in types:
+                try:
+                    check_parameters({name: value}, {name: types[name]})
+                except ValueError as err:
+                    raise ValueError(f"{err} (notebook {Path(path).stem})") from None
 
 
 def _execute(pm, path: Path, out_path: Path, params: dict, timeout) -> None:
