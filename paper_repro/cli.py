@@ -31,7 +31,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import precheck, signals
+from . import signals
 from .cliargs import float_list, int_list, json_dict, positive_float, positive_int
 from .distributed.arguments import add_arguments as add_pipeline_arguments
 from .distributed.fields import PipelineFields, TrainingFields
@@ -76,6 +76,10 @@ class Handler:
 
     def __repr__(self) -> str:
         return f"Handler({self.target!r})"
+
+
+# the checks of every command's options that need no torch (paper_repro.precheck), run first
+PRECHECK = Handler("paper_repro.precheck:check")
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -358,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     args.command_line = "paper-repro " + shlex.join(argv)     # for notes that say how a file was made
     with signals.sigterm_as_interrupt():
         try:
-            precheck.check(args)      # what needs no torch is refused before the command loads it
+            PRECHECK(args)            # what needs no torch is refused before the command loads it
             return int(args.func(args) or 0)
         except ValueError as err:
             print(f"error: {err}", file=sys.stderr)

@@ -1,5 +1,6 @@
-"""Checks of a command's options that need no torch, run by :func:`paper_repro.cli.main` before
-the command's code (and torch) loads: bad input is refused in a fraction of a second, with the
+"""Checks of a command's options that need no torch, run by :func:`paper_repro.cli.main` (which
+imports this module when a command runs, as it does the command's code) before the command's
+code (and torch) loads: bad input is refused in a fraction of a second, with the
 same one-line ValueError the command itself would raise after seconds of imports.
 
 Each ``check_*`` takes the parsed ``argparse.Namespace``; what needs torch or the data (a
@@ -12,7 +13,8 @@ import json
 import re
 from pathlib import Path
 
-from .names import DATASETS, MODELS, SCHEDULE_ALIASES, SIMULATED_SCHEDULES
+from . import notebooks
+from .names import DATASETS, MODELS, SCHEDULE_ALIASES, SIMULATED_SCHEDULES, SWEEP_STUDIES
 
 DEVICE = re.compile(r"cpu|mps|cuda(:\d+)?")
 
@@ -66,8 +68,6 @@ def writable(path: str | None, option: str) -> None:
 
 # ----------------------------------------------------------------------------- commands
 def check_sweep(args) -> None:
-    from .names import SWEEP_STUDIES
-
     if (args.study is None) == (args.grid is None):
         raise ValueError("give exactly one of STUDY (choices: " + ", ".join(SWEEP_STUDIES) + ") or --grid FILE")
     if args.grid is not None:
@@ -124,8 +124,6 @@ def check_bench_overhead(args) -> None:
 
 
 def check_notebooks_run(args) -> None:
-    from . import notebooks
-
     for item in args.data_dir:
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
