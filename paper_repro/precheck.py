@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from . import notebooks
-from .names import DATASETS, MODELS, SCHEDULE_ALIASES, SIMULATED_SCHEDULES, SWEEP_STUDIES
+from .names import DATASETS, MODELS, SCHEDULE_ALIASES, SIMULATED_SCHEDULES, SWEEP_STUDIES, is_method
 
 DEVICE = re.compile(r"cpu|mps|cuda(:\d+)?")
 
@@ -67,6 +67,14 @@ def writable(path: str | None, option: str) -> None:
 
 
 # ----------------------------------------------------------------------------- commands
+def check_train(args) -> None:
+    model(args.model)
+    if args.method is not None and not is_method(args.method):
+        raise ValueError(f"unknown method {args.method!r}; valid: backprop, greedy, overlapping, chunked-K (K a positive "
+                         "integer, at most the number of blocks), chunked@A,B,... (the first blocks of chunks 2..K)")
+    device(args.device)
+
+
 def check_sweep(args) -> None:
     if (args.study is None) == (args.grid is None):
         raise ValueError("give exactly one of STUDY (choices: " + ", ".join(SWEEP_STUDIES) + ") or --grid FILE")
@@ -144,5 +152,5 @@ def _json_or_text(text: str):
         return text
 
 
-CHECKS = {"sweep": check_sweep, "simulate": check_simulate, "bench pipeline": check_bench_pipeline,
+CHECKS = {"train": check_train, "sweep": check_sweep, "simulate": check_simulate, "bench pipeline": check_bench_pipeline,
           "bench overhead": check_bench_overhead, "notebooks run": check_notebooks_run}

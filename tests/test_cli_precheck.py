@@ -11,6 +11,9 @@ from paper_repro import cli, notebooks
 ROOT = Path(__file__).resolve().parent.parent
 
 BAD = [
+    (["train", "--method", "sideways"], "unknown method 'sideways'; valid: backprop, greedy, overlapping, chunked-K"),
+    (["train", "--model", "vgg"], "unknown model 'vgg'"),
+    (["train", "--device", "tpu9"], "unknown device 'tpu9'"),
     (["simulate", "--schedule", "1f1b,pipedream", "--uniform-times", "1,2"], "unknown schedule 'pipedream'"),
     (["simulate", "--model", "nope"], "unknown model 'nope'"),
     (["simulate", "--uniform-times", "1,2", "--link", "0.1,0"], "link bandwidth must be > 0"),
