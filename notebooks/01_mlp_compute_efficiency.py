@@ -158,11 +158,13 @@ regime
 # (`shared_speedup`, [range from each seed alone]); and the maximum over compute with the batch
 # sizes it compares and whether both are in backprop's high-compute regime (from `regime_start`:
 # every further doubling cuts backprop's steps by less than 1.25x). Then each method's steps to
-# the lowest target over backprop's at every batch size (`Study.step_ratio`).
+# the lowest target over backprop's at every batch size (`Study.step_ratio`). The cost table
+# above is kept beside them (`cost.csv`).
 
 # %%
 verdict, step_ratio = S.verdict(), S.step_ratio()
-S.save(verdict=verdict, step_ratio=step_ratio)  # cpu/full: CSV files beside the store's points
+S.save(verdict=verdict, step_ratio=step_ratio,  # cpu/full: CSV files beside the store's points
+       cost=analysis.cost_table(S.records).reset_index())
 display(verdict.round(3))
 step_ratio[step_ratio.target == min(S.targets)].pivot(index="batch_size", columns="method", values="step_ratio").round(2)
 

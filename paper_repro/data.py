@@ -7,7 +7,8 @@ time; text is one int64 vector of token ids, cut into windows on demand.
     cifar10   the official python release (cifar-10-batches-py) or an ImageFolder tree;
               ``download=True`` fetches the python release with torchvision when it is absent
     imagenet  an ImageFolder tree train/<class>/*, val/<class>/*
-    text      byte- or char-level tokens of any text file (default: Python's pydoc topics)
+    text      byte- or char-level tokens of any text file, or of a built-in corpus
+              (:mod:`paper_repro.corpora`: ``corpus="pydoc"``, the default, or ``"stdlib"``)
 
 Finding, downloading and decoding the files is :mod:`paper_repro.datafiles`' work
 (:func:`locate` is re-exported here); ImageNet and a large text corpus (an LM1B-style file)
@@ -25,6 +26,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from . import corpora
 from .datafiles import (  # noqa: F401  (DataError, HINTS, locate and the name lists are part of this API)
     DATASETS, DOWNLOADABLE, HINTS, IMAGE_DATASETS, TEXT_DATASETS, DataError, balanced_subset,
     check_data_dir, check_name_and_download, existing_dir, load_cifar10, load_imagefolder, locate)
@@ -97,7 +99,7 @@ class DataSet:
     def _sample(self, split, batch_size, n, generator):
         if self.kind == "text":
             while True:
-                yield self.batch(split, torch.randint(n, (batch_size,), generator=generator))
+                yield torch.randint(n, (batch_size,), generator=generator)
         order = torch.empty(0, dtype=torch.long)
         while True:
             while len(order) < batch_size:
@@ -159,13 +161,16 @@ BYTE_VOCAB = [bytes([i]).decode("latin-1") for i in range(256)]
 # -- entry point ----------------------------------------------------------------------------
 def load(name: str, data_dir: str | os.PathLike | None = None, *, seq_len: int = 64, level: str = "byte",
          max_train: int | None = None, max_test: int | None = None, image_size: int | None = None,
-         download: bool = False, seed: int = 0) -> DataSet:
+         download: bool = False, seed: int = 0, corpus: str | None = None,
+         corpus_sha256: str | None = None) -> DataSet:
     """Load data set ``name`` (one of DATASETS) into memory.
 
     ``max_train`` / ``max_test`` keep a class-balanced subset (images) or the first tokens
     (text); ``seed`` picks the digits split, those subsets and the stored order of
     ImageFolder images. ``image_size`` resizes (shorter side) and center-crops images;
-    ``data_dir`` is ignored for digits."""
+    ``data_dir`` is ignored for digits. Text without ``data_dir`` is a built-in ``corpus``
+    (:data:`paper_repro.corpora.CORPORA`; default ``"pydoc"``); with ``corpus_sha256``, a corpus
+    whose hash differs gives a :class:`~paper_repro.corpora.CorpusMismatch` warning naming both."""
     check_name_and_download(name, download)
     check_data_dir(data_dir)
     for key, value in (("max_train", max_train), ("max_test", max_test), ("image_size", image_size)):
@@ -175,9 +180,18 @@ def load(name: str, data_dir: str | os.PathLike | None = None, *, seq_len: int =
         _check_positive("seq_len", seq_len)
         if level not in TEXT_LEVELS:
             raise ValueError(f"unknown text level {level!r}; valid: {', '.join(TEXT_LEVELS)}")
-        return _load_text(data_dir, seq_len, level, max_train, max_test)
+        return _load_text(data_dir, seq_len, level, max_train, max_test, corpus, corpus_sha256)
     if name == "digits":
         x_tr, y_tr, x_te, y_te, classes, source = _load_digits(seed, max_train, max_test)
+    if (corpus is not None or corpus_sha256 is not None) and name != "text":
+        raise ValueError(f"corpus and corpus_sha256 are for the text data set, not {name!r}")
+    if corpus is not None and data_dir is not None:
+        raise ValueError(f"give either data_dir (a text file or folder) or corpus (built in: "
+                         f"{', '.join(corpora.CORPORA)}), not both; got data_dir={str(data_dir)!r}, corpus={corpus!r}")
+    if corpus is not None and corpus not in corpora.CORPORA:
+        raise ValueError(f"unknown text corpus {corpus!r}; valid: {', '.join(corpora.CORPORA)}")
+    if corpus_sha256 is not None and data_dir is not None:
+        raise ValueError("corpus_sha256 checks a built-in corpus; it cannot be given with data_dir")
     elif name == "cifar10":
         x_tr, y_tr, x_te, y_te, classes, source = load_cifar10(data_dir, download, max_train, max_test,
                                                                 image_size, seed)
@@ -261,12 +275,21 @@ def _read_text_file(path: Path, level: str):
         raise DataError(f"{path} is not UTF-8 text ({e}); use level='byte' or convert the file") from e
 
 
-def _load_text(data_dir, seq_len, level, max_train, max_test) -> DataSet:
+def _load_text(data_dir, seq_len, level, max_train, max_test, corpus=None, corpus_sha256=None) -> DataSet:
     if data_dir is None:
-        from pydoc_data.topics import topics
-        text = "\n".join(topics[k] for k in sorted(topics))
-        corpus = text.encode("utf-8") if level == "byte" else text
-        train, test, source = corpus[: int(len(corpus) * 0.9)], corpus[int(len(corpus) * 0.9):], "pydoc_data.topics"
+        built_in = corpora.load(corpus or "pydoc", corpus_sha256)
+        train, test = built_in.train, built_in.test
+        if level == "char" and built_in.name == "pydoc":  # its 90% cut counted in characters
+            text = (train + test).decode("utf-8")
+            cut = int(len(text) * corpora.PYDOC_TRAIN_FRACTION)
+            train, test = text[:cut], text[cut:]
+        elif level == "char":  # whole files on each side: both decode, where every file is UTF-8
+            try:
+                train, test = train.decode("utf-8"), test.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DataError(f"the {built_in.name} corpus in {built_in.root} is not all UTF-8 text ({e}); "
+                                "use level='byte'") from e
+        source = "pydoc_data.topics" if built_in.name == "pydoc" else built_in.source
     else:
         path = locate("text", data_dir)  # present and readable, or a DataError saying how to fix it
         if path.is_dir():

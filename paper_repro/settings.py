@@ -8,7 +8,8 @@ Profiles: ``quick`` (offline, minutes on a 2-core CPU: what the notebook tests r
 study                                       function                      returns
 ==========================================  ============================  =========================
 mlp, mlp-deep, transformer, resnet,         :func:`compute_grid`          a sweep ``Grid``
-resnet-imagenet
+resnet-imagenet, transformer-lm,
+transformer-lm-pilot
 mlp-modules                                 :func:`module_grids`          ``{depth: Grid}``
 quickstart                                  :func:`quickstart_config`     a ``TrainConfig``
 gradient, features, random_labels           :func:`similarity_settings`   a dict of run sizes
@@ -23,7 +24,8 @@ dict ``{run name: [record files]}``). The typed settings (``PipelineSettings``,
 ``CommunicationSettings``, ``ScalingSettings`` with its ``SimulatedModel``) are the frozen
 dataclasses of :mod:`paper_repro.settings_types`, each field described there. Data folders are never set here: CIFAR-10, ImageNet and an LM1B-style text are
 passed as ``data_dir`` by the caller (the offline defaults are sklearn digits and the pydoc
-text corpus).
+text corpus; the transformer-lm studies name the built-in ``stdlib`` corpus and its hash in
+``data_kwargs``).
 """
 from __future__ import annotations
 
@@ -37,9 +39,15 @@ from .train import TrainConfig
 
 from .names import COMPUTE_STUDIES, MODULES_STUDY, PROFILES, SIMILARITY_STUDIES  # noqa: F401  (settings.PROFILES, ...)
 LOCAL = ["greedy", "overlapping", "chunked-2"]
+from .corpora import STDLIB_PYTHON, STDLIB_SHA256
 
 
 def pow2(lo: int, hi: int) -> list[int]:
+# The byte-level LM studies' corpus: the pinned Python's standard library source
+# (paper_repro.corpora), named by its hash so that a machine with other text says so.
+STDLIB_TEXT = dict(corpus="stdlib", corpus_sha256=STDLIB_SHA256)
+_STDLIB_NAME = f"Python {STDLIB_PYTHON}'s standard library source (12.1 MB, sha256 {STDLIB_SHA256[:12]})"
+
     """Powers of two from ``2**lo`` to ``2**hi``."""
     return [2 ** k for k in range(lo, hi + 1)]
 
@@ -72,6 +80,12 @@ _GRIDS = {
         description="4-layer d=32 Transformer on 16-byte windows of pydoc text, 100 steps"),
     ("resnet", "quick"): dict(
         name="resnet_digits_quick", model="resnet18", dataset="digits", model_kwargs=dict(width=8),
+    ("transformer-lm", "quick"): dict(
+        name="transformer_lm_stdlib_quick", model="transformer", dataset="text",
+        model_kwargs=dict(d_model=32, n_layers=4, n_heads=2), data_kwargs=dict(seq_len=64, **STDLIB_TEXT),
+        methods=["backprop", "greedy", "chunked-2"], batch_sizes=[4, 16], lrs=[3e-3], seeds=[0, 1], steps=40,
+        eval_examples=64, eval_every_examples=32, train_eval_examples=64,
+        description=f"4-layer d=32 pre-LN Transformer LM on 64-byte windows of {_STDLIB_NAME}, 40 steps"),
         methods=["backprop", "greedy", "chunked-3"], batch_sizes=[8, 32, 128], lrs=[3e-3], seeds=[0, 1], steps=50,
         eval_examples=360, eval_every_examples=128, train_eval_examples=200,
         description="ResNet-18 (width 8) on sklearn digits, 50 steps"),
@@ -106,6 +120,25 @@ _GRIDS = {
                     "windows (32-8192 tokens); each run stops at training-subset loss 2.3 or its step cap"),
     ("resnet", "cpu"): dict(
         name="resnet_cifar10_16px_cpu", model="resnet18", dataset="cifar10", model_kwargs=dict(width=8),
+    ("transformer-lm", "cpu"): dict(
+        name="transformer_lm_stdlib_cpu", model="transformer", dataset="text",
+        model_kwargs=dict(d_model=64, n_layers=4, n_heads=4), data_kwargs=dict(seq_len=64, **STDLIB_TEXT),
+        methods=["backprop", "greedy", "overlapping", "chunked-2"], batch_sizes=pow2(2, 9),
+        lrs=[1e-3, 3e-3, 1e-2], seeds=[0, 1], steps=8000, examples=81_920, min_steps=100,
+        eval_every_examples=1024, train_eval_examples=512, stop_loss=1.9, stop_overshoot=0.25, eval_examples=1024,
+        description=f"4-layer d=64 pre-LN Transformer LM on 64-byte windows of {_STDLIB_NAME}, batches of "
+                    "4-512 windows (256-32768 bytes); each run stops 25% past training-subset loss 1.9 (in "
+                    "windows) or at its step cap"),
+    # The pilot of transformer-lm: backprop and greedy at three batch sizes (in 64-byte windows),
+    # one learning rate, one seed, no early stop; its curves chose transformer-lm's targets
+    ("transformer-lm-pilot", "cpu"): dict(
+        name="transformer_lm_pilot_stdlib_cpu", model="transformer", dataset="text",
+        model_kwargs=dict(d_model=64, n_layers=4, n_heads=4), data_kwargs=dict(seq_len=64, **STDLIB_TEXT),
+        methods=["backprop", "greedy"], batch_sizes=[256, 64, 16], lrs=[3e-3], seeds=[0], steps=8000,
+        examples=81_920, min_steps=100, eval_every_examples=2048, train_eval_examples=512, eval_examples=1024,
+        description=f"Pilot of the Transformer LM study: 4-layer d=64 pre-LN Transformer on 64-byte windows of "
+                    f"{_STDLIB_NAME}, one learning rate, one seed, three batch sizes, no early stop, 81,920 "
+                    "windows (5.2M bytes) per run; to choose the study's targets and step caps"),
         data_kwargs=dict(max_test=1000, image_size=16), methods=["backprop", "greedy", "chunked-3"],
         batch_sizes=[32, 128, 512, 2048], lrs=[1e-3, 3e-3, 1e-2], seeds=[0, 1], steps=4000, examples=120_000,
         min_steps=235, eval_every_examples=4096, train_eval_examples=2000, stop_loss=1.5, eval_examples=1000,
@@ -127,6 +160,13 @@ _GRIDS = {
         description="6-layer d=512 Transformer LM on an LM1B-style text file (bytes)"),
     ("resnet", "full"): dict(
         name="resnet18_cifar10_full", model="resnet18", dataset="cifar10",
+    ("transformer-lm", "full"): dict(
+        name="transformer_lm_stdlib_full", model="transformer", dataset="text",
+        model_kwargs=dict(d_model=256, n_layers=8, n_heads=8), data_kwargs=dict(seq_len=256, **STDLIB_TEXT),
+        methods=["backprop", "greedy", "overlapping", "chunked-2", "chunked-4"], batch_sizes=pow2(3, 10),
+        lrs=loggrid(3e-4, 3e-3, 3), seeds=[0, 1], steps=20000, examples=1_000_000, min_steps=300,
+        eval_every_examples=4096, train_eval_examples=1024, eval_examples=2048,
+        description=f"8-layer d=256 pre-LN Transformer LM on 256-byte windows of {_STDLIB_NAME}"),
         methods=["backprop", "greedy", "overlapping", "chunked-2", "chunked-3"], batch_sizes=pow2(5, 12),
         lrs=loggrid(3e-4, 3e-3, 3), steps=20000, examples=2_500_000, min_steps=300, eval_every=1000,
         eval_examples=10000, eval_every_examples=25600, train_eval_examples=10000,
@@ -180,6 +220,11 @@ _ANALYSIS = {
     ("transformer", "quick"): dict(rule="eval", rules=["eval", "examples:64", "examples:256"], targets=None),
     ("resnet", "quick"): dict(rule="eval", rules=["eval", "examples:256", "examples:1024"], targets=None),
     ("mlp", "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"], targets=[1.7, 1.5, 1.35]),
+    ("transformer-lm", "quick"): dict(rule="eval", rules=["eval", "examples:64", "examples:256"], targets=None),
+    ("transformer-lm", "cpu"): dict(rule="eval", rules=["eval", "examples:2048", "examples:8192"],
+                                    targets=[2.3, 2.1, 1.9]),
+    ("transformer-lm-pilot", "cpu"): dict(rule="eval", rules=["eval", "examples:2048", "examples:8192"],
+                                          targets=None),
     ("transformer", "cpu"): dict(rule="eval", rules=["eval", "examples:512", "examples:2048"],
                                  targets=[2.8, 2.5, 2.3]),
     ("resnet", "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"], targets=[2.0, 1.8, 1.6]),
