@@ -173,6 +173,15 @@ def load(name: str, data_dir: str | os.PathLike | None = None, *, seq_len: int =
     whose hash differs gives a :class:`~paper_repro.corpora.CorpusMismatch` warning naming both."""
     check_name_and_download(name, download)
     check_data_dir(data_dir)
+    if (corpus is not None or corpus_sha256 is not None) and name != "text":
+        raise ValueError(f"corpus and corpus_sha256 are for the text data set, not {name!r}")
+    if corpus is not None and data_dir is not None:
+        raise ValueError(f"give either data_dir (a text file or folder) or corpus (built in: "
+                         f"{', '.join(corpora.CORPORA)}), not both; got data_dir={str(data_dir)!r}, corpus={corpus!r}")
+    if corpus is not None and corpus not in corpora.CORPORA:
+        raise ValueError(f"unknown text corpus {corpus!r}; valid: {', '.join(corpora.CORPORA)}")
+    if corpus_sha256 is not None and data_dir is not None:
+        raise ValueError("corpus_sha256 checks a built-in corpus; it cannot be given with data_dir")
     for key, value in (("max_train", max_train), ("max_test", max_test), ("image_size", image_size)):
         if value is not None:
             _check_positive(key, value)
@@ -183,15 +192,6 @@ def load(name: str, data_dir: str | os.PathLike | None = None, *, seq_len: int =
         return _load_text(data_dir, seq_len, level, max_train, max_test, corpus, corpus_sha256)
     if name == "digits":
         x_tr, y_tr, x_te, y_te, classes, source = _load_digits(seed, max_train, max_test)
-    if (corpus is not None or corpus_sha256 is not None) and name != "text":
-        raise ValueError(f"corpus and corpus_sha256 are for the text data set, not {name!r}")
-    if corpus is not None and data_dir is not None:
-        raise ValueError(f"give either data_dir (a text file or folder) or corpus (built in: "
-                         f"{', '.join(corpora.CORPORA)}), not both; got data_dir={str(data_dir)!r}, corpus={corpus!r}")
-    if corpus is not None and corpus not in corpora.CORPORA:
-        raise ValueError(f"unknown text corpus {corpus!r}; valid: {', '.join(corpora.CORPORA)}")
-    if corpus_sha256 is not None and data_dir is not None:
-        raise ValueError("corpus_sha256 checks a built-in corpus; it cannot be given with data_dir")
     elif name == "cifar10":
         x_tr, y_tr, x_te, y_te, classes, source = load_cifar10(data_dir, download, max_train, max_test,
                                                                 image_size, seed)

@@ -37,17 +37,17 @@ from .settings_types import CommunicationSettings, PipelineSettings, ScalingSett
 from .sweep.grid import Grid
 from .train import TrainConfig
 
+from .corpora import STDLIB_PYTHON, STDLIB_SHA256
 from .names import COMPUTE_STUDIES, MODULES_STUDY, PROFILES, SIMILARITY_STUDIES  # noqa: F401  (settings.PROFILES, ...)
 LOCAL = ["greedy", "overlapping", "chunked-2"]
-from .corpora import STDLIB_PYTHON, STDLIB_SHA256
 
-
-def pow2(lo: int, hi: int) -> list[int]:
 # The byte-level LM studies' corpus: the pinned Python's standard library source
 # (paper_repro.corpora), named by its hash so that a machine with other text says so.
 STDLIB_TEXT = dict(corpus="stdlib", corpus_sha256=STDLIB_SHA256)
 _STDLIB_NAME = f"Python {STDLIB_PYTHON}'s standard library source (12.1 MB, sha256 {STDLIB_SHA256[:12]})"
 
+
+def pow2(lo: int, hi: int) -> list[int]:
     """Powers of two from ``2**lo`` to ``2**hi``."""
     return [2 ** k for k in range(lo, hi + 1)]
 
@@ -78,14 +78,14 @@ _GRIDS = {
         methods=["backprop", "greedy", "chunked-2"], batch_sizes=[4, 16, 64], lrs=[3e-3], seeds=[0, 1], steps=100,
         eval_examples=64, eval_every_examples=128, train_eval_examples=128,
         description="4-layer d=32 Transformer on 16-byte windows of pydoc text, 100 steps"),
-    ("resnet", "quick"): dict(
-        name="resnet_digits_quick", model="resnet18", dataset="digits", model_kwargs=dict(width=8),
     ("transformer-lm", "quick"): dict(
         name="transformer_lm_stdlib_quick", model="transformer", dataset="text",
         model_kwargs=dict(d_model=32, n_layers=4, n_heads=2), data_kwargs=dict(seq_len=64, **STDLIB_TEXT),
         methods=["backprop", "greedy", "chunked-2"], batch_sizes=[4, 16], lrs=[3e-3], seeds=[0, 1], steps=40,
         eval_examples=64, eval_every_examples=32, train_eval_examples=64,
         description=f"4-layer d=32 pre-LN Transformer LM on 64-byte windows of {_STDLIB_NAME}, 40 steps"),
+    ("resnet", "quick"): dict(
+        name="resnet_digits_quick", model="resnet18", dataset="digits", model_kwargs=dict(width=8),
         methods=["backprop", "greedy", "chunked-3"], batch_sizes=[8, 32, 128], lrs=[3e-3], seeds=[0, 1], steps=50,
         eval_examples=360, eval_every_examples=128, train_eval_examples=200,
         description="ResNet-18 (width 8) on sklearn digits, 50 steps"),
@@ -118,8 +118,6 @@ _GRIDS = {
         eval_every_examples=512, train_eval_examples=512, stop_loss=2.3, eval_examples=1000,
         description="4-layer d=32 Transformer on pydoc text (bytes, 16-token windows), batches of 2-512 "
                     "windows (32-8192 tokens); each run stops at training-subset loss 2.3 or its step cap"),
-    ("resnet", "cpu"): dict(
-        name="resnet_cifar10_16px_cpu", model="resnet18", dataset="cifar10", model_kwargs=dict(width=8),
     ("transformer-lm", "cpu"): dict(
         name="transformer_lm_stdlib_cpu", model="transformer", dataset="text",
         model_kwargs=dict(d_model=64, n_layers=4, n_heads=4), data_kwargs=dict(seq_len=64, **STDLIB_TEXT),
@@ -139,6 +137,8 @@ _GRIDS = {
         description=f"Pilot of the Transformer LM study: 4-layer d=64 pre-LN Transformer on 64-byte windows of "
                     f"{_STDLIB_NAME}, one learning rate, one seed, three batch sizes, no early stop, 81,920 "
                     "windows (5.2M bytes) per run; to choose the study's targets and step caps"),
+    ("resnet", "cpu"): dict(
+        name="resnet_cifar10_16px_cpu", model="resnet18", dataset="cifar10", model_kwargs=dict(width=8),
         data_kwargs=dict(max_test=1000, image_size=16), methods=["backprop", "greedy", "chunked-3"],
         batch_sizes=[32, 128, 512, 2048], lrs=[1e-3, 3e-3, 1e-2], seeds=[0, 1], steps=4000, examples=120_000,
         min_steps=235, eval_every_examples=4096, train_eval_examples=2000, stop_loss=1.5, eval_examples=1000,
@@ -158,8 +158,6 @@ _GRIDS = {
         lrs=loggrid(1e-4, 1e-3, 3), steps=20000, examples=2_000_000, min_steps=500, eval_every=1000,
         eval_examples=2000, eval_every_examples=12800, train_eval_examples=2000,
         description="6-layer d=512 Transformer LM on an LM1B-style text file (bytes)"),
-    ("resnet", "full"): dict(
-        name="resnet18_cifar10_full", model="resnet18", dataset="cifar10",
     ("transformer-lm", "full"): dict(
         name="transformer_lm_stdlib_full", model="transformer", dataset="text",
         model_kwargs=dict(d_model=256, n_layers=8, n_heads=8), data_kwargs=dict(seq_len=256, **STDLIB_TEXT),
@@ -167,6 +165,8 @@ _GRIDS = {
         lrs=loggrid(3e-4, 3e-3, 3), seeds=[0, 1], steps=20000, examples=1_000_000, min_steps=300,
         eval_every_examples=4096, train_eval_examples=1024, eval_examples=2048,
         description=f"8-layer d=256 pre-LN Transformer LM on 256-byte windows of {_STDLIB_NAME}"),
+    ("resnet", "full"): dict(
+        name="resnet18_cifar10_full", model="resnet18", dataset="cifar10",
         methods=["backprop", "greedy", "overlapping", "chunked-2", "chunked-3"], batch_sizes=pow2(5, 12),
         lrs=loggrid(3e-4, 3e-3, 3), steps=20000, examples=2_500_000, min_steps=300, eval_every=1000,
         eval_examples=10000, eval_every_examples=25600, train_eval_examples=10000,
@@ -218,13 +218,13 @@ _ANALYSIS = {
     (MODULES_STUDY, "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"],
                                  targets=[1.7, 1.5, 1.3]),
     ("transformer", "quick"): dict(rule="eval", rules=["eval", "examples:64", "examples:256"], targets=None),
-    ("resnet", "quick"): dict(rule="eval", rules=["eval", "examples:256", "examples:1024"], targets=None),
-    ("mlp", "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"], targets=[1.7, 1.5, 1.35]),
     ("transformer-lm", "quick"): dict(rule="eval", rules=["eval", "examples:64", "examples:256"], targets=None),
     ("transformer-lm", "cpu"): dict(rule="eval", rules=["eval", "examples:2048", "examples:8192"],
                                     targets=[2.3, 2.1, 1.9]),
     ("transformer-lm-pilot", "cpu"): dict(rule="eval", rules=["eval", "examples:2048", "examples:8192"],
                                           targets=None),
+    ("resnet", "quick"): dict(rule="eval", rules=["eval", "examples:256", "examples:1024"], targets=None),
+    ("mlp", "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"], targets=[1.7, 1.5, 1.35]),
     ("transformer", "cpu"): dict(rule="eval", rules=["eval", "examples:512", "examples:2048"],
                                  targets=[2.8, 2.5, 2.3]),
     ("resnet", "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"], targets=[2.0, 1.8, 1.6]),
