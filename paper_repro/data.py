@@ -99,7 +99,7 @@ class DataSet:
     def _sample(self, split, batch_size, n, generator):
         if self.kind == "text":
             while True:
-                yield torch.randint(n, (batch_size,), generator=generator)
+                yield self.batch(split, torch.randint(n, (batch_size,), generator=generator))
         order = torch.empty(0, dtype=torch.long)
         while True:
             while len(order) < batch_size:

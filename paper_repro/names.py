@@ -32,7 +32,9 @@ METHOD_PATTERNS = {"chunked-K": r"chunked-(\d+)", "chunked@A,B,...": r"chunked@(
 
 # profiles and built-in studies
 PROFILES = ("quick", "cpu", "full")
-COMPUTE_STUDIES = ("mlp", "mlp-deep", "transformer", "resnet", "resnet-imagenet")
+# transformer-lm-pilot: the pilot that chose transformer-lm's targets (its cpu profile only)
+COMPUTE_STUDIES = ("mlp", "mlp-deep", "transformer", "transformer-lm", "transformer-lm-pilot", "resnet",
+                   "resnet-imagenet")
 MODULES_STUDY = "mlp-modules"      # the deep MLP at several depths: one grid per depth
 SWEEP_STUDIES = (*COMPUTE_STUDIES, MODULES_STUDY)
 SIMILARITY_STUDIES = ("gradient", "features", "random_labels")

@@ -158,7 +158,9 @@ def compute_study(study: str, profile: str = "quick", *, results_dir="results", 
     reading = settings.analysis_settings(study, profile)
     rule = rule or reading["rule"]
     targets = targets or reading["targets"] or analysis.suggest_targets(df, n=3, rule=rule)
-    data_name = "pydoc text" if grid.dataset == "text" and data_dir is None else data_dir
+    corpus = grid.data_kwargs.get("corpus") or "pydoc"
+    data_name = ({"pydoc": "pydoc text", "stdlib": "Python stdlib source"}[corpus]
+                 if grid.dataset == "text" and data_dir is None else data_dir)
     return Study(study=study, profile=profile, device=device, grid=grid, root=root, records=df, rule=rule,
                  targets=list(targets), sensitivity_rules=reading["rules"],
                  tables=analysis.study_tables(df, targets, rule), labels=grid_labels(grid, data_name))

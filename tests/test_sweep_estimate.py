@@ -73,3 +73,21 @@ def test_extra_learning_rates_at_some_batch_sizes():
         with pytest.raises(ValueError, match=word):
             sweep.Grid(name="g", model="mlp", dataset="digits", methods=["backprop"], batch_sizes=[16],
                        lrs=[1e-3], extra_lrs=bad).validate()
+
+
+def test_measured_rates_give_a_cost_before_any_pilot():
+    grid = sweep.Grid(name="g", model="mlp", dataset="digits", methods=["backprop", "greedy"], batch_sizes=[8, 32],
+                      lrs=[1e-3], steps=40, model_kwargs=dict(depth=2, width=16), eval_every_examples=16,
+                      stop_loss=1.0)
+    rates = sweep.measure_rates(grid, steps=1)
+    assert sorted(zip(rates.method, rates.batch_size)) == [("backprop", 8), ("backprop", 32), ("greedy", 8),
+                                                           ("greedy", 32)]
+    assert (rates.s_per_example > 0).all() and rates.examples_to_stop.isna().all()
+    est = sweep.time_estimate(grid, rates=rates).set_index(["method", "batch_size"])
+    rate = rates.set_index(["method", "batch_size"]).s_per_example
+    # nothing known about reaching the stop loss: every point costs its step cap
+    assert est.loc[("greedy", 32), "expected_s"] == pytest.approx(est.loc[("greedy", 32), "bound_s"])
+    assert est.loc[("greedy", 32), "bound_s"] == pytest.approx(rate[("greedy", 32)] * 40 * 32)
+    assert "from the measured seconds" in sweep.estimate_line(grid, rates=rates)
+    with pytest.raises(ValueError, match="exactly one of pilot"):
+        sweep.time_estimate(grid)

@@ -11,10 +11,16 @@ them), so the estimate of a point is ``seconds per example x examples``:
   assumes every learning rate of the grid trains like the pilot's;
 * ``bound_s``: the examples at the point's step cap, what a run that never reaches
   ``stop_loss`` costs.
+
+Before a pilot exists, :func:`measure_rates` times a few training steps of every (method, batch
+size) of a grid on this machine (no evaluations); ``time_estimate(grid, rates=...)`` then gives
+the cost at the step caps, and with ``examples_to_stop`` filled in from a guess or a pilot, the
+expected cost.
 """
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pandas as pd
@@ -43,11 +49,56 @@ def pilot_rates(pilot: pd.DataFrame, stop_loss: float | None) -> pd.DataFrame:
     return pd.DataFrame(rows).groupby(["method", "batch_size"], as_index=False).median()
 
 
-def time_estimate(grid: Grid, pilot: pd.DataFrame) -> pd.DataFrame:
+def measure_rates(grid: Grid, *, steps: int = 3, batch_sizes=None, data_dir: str | None = None,
+                  threads: int | None = 1, data=None) -> pd.DataFrame:
+    """Seconds per training example of every method of ``grid`` at each of ``batch_sizes``
+    (default: the grid's), timed over ``steps`` optimizer steps after one warm-up step, with
+    ``threads`` torch threads (a sweep worker's 1 by default; None: unchanged) and no
+    evaluation. Columns: ``method``, ``batch_size``, ``s_per_step``, ``s_per_example`` and
+    ``examples_to_stop`` (NaN: unknown), the rates :func:`time_estimate` takes."""
+    import torch
+
+    from .. import train
+
+    if data is None:
+        data = train.load_data(train.TrainConfig(**grid.points()[0]["config"], data_dir=data_dir))
+    saved = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    rows = []
+    try:
+        for method in grid.methods:
+            for batch in (batch_sizes or grid.batch_sizes):
+                config = dict(next(p["config"] for p in grid.points() if p["config"]["method"] == method),
+                              batch_size=int(batch), data_dir=data_dir, progress=False)
+                cfg = train.TrainConfig(**config)
+                torch.manual_seed(cfg.seed)
+                learner = train.build_learner(cfg, data)
+                opt = train.make_optimizer(cfg, learner.parameters())
+                batches = data.sampler("train", int(batch), torch.Generator().manual_seed(cfg.seed))
+                for i in range(steps + 1):
+                    if i == 1:
+                        t0 = time.perf_counter()
+                    x, y = next(batches)
+                    opt.zero_grad(set_to_none=True)
+                    sum(learner.losses(x, y)).backward()
+                    opt.step()
+                per_step = (time.perf_counter() - t0) / steps
+                rows.append(dict(method=method, batch_size=int(batch), s_per_step=per_step,
+                                 s_per_example=per_step / int(batch), examples_to_stop=math.nan))
+    finally:
+        torch.set_num_threads(saved)
+    return pd.DataFrame(rows)
+
+
+def time_estimate(grid: Grid, pilot: pd.DataFrame | None = None, *, rates: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per point of ``grid``: ``point_id``, ``method``, ``batch_size``,
-    ``expected_s`` and ``bound_s`` (see the module docstring). A method the pilot did not
-    run is estimated from the pilot's slowest method."""
-    rates = pilot_rates(pilot, grid.stop_loss)
+    ``expected_s`` and ``bound_s`` (see the module docstring), from a ``pilot``'s records or
+    from ``rates`` (:func:`measure_rates`' columns). A method the pilot did not run is
+    estimated from the pilot's slowest method."""
+    if (pilot is None) == (rates is None):
+        raise ValueError("give exactly one of pilot (a pilot sweep's records) or rates (measure_rates)")
+    rates = pilot_rates(pilot, grid.stop_loss) if rates is None else rates
     slowest = rates.groupby("method").s_per_example.median().idxmax()
     rows = []
     for p in grid.points():
@@ -67,10 +118,12 @@ def time_estimate(grid: Grid, pilot: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def estimate_line(grid: Grid, pilot: pd.DataFrame, workers: int = 1) -> str:
+def estimate_line(grid: Grid, pilot: pd.DataFrame | None = None, workers: int = 1, *,
+                  rates: pd.DataFrame | None = None) -> str:
     """One line for the console: the grid's expected and worst-case hours on ``workers``."""
-    est = time_estimate(grid, pilot)
+    est = time_estimate(grid, pilot, rates=rates)
     hours = lambda s: s / 3600 / max(1, workers)  # noqa: E731
+    source = "the pilot's" if pilot is not None else "the measured"
     return (f"grid {grid.name}: {len(est)} points, about {hours(est.expected_s.sum()):.1f} h expected and at most "
             f"{hours(est.bound_s.sum()):.1f} h (every run at its step cap) on {workers} worker(s), "
-            f"from the pilot's seconds per example and examples to loss {grid.stop_loss}")
+            f"from {source} seconds per example and examples to loss {grid.stop_loss}")
