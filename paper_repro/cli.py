@@ -4,6 +4,7 @@ commands (each has its own --help):
   train      train one model with one method (backprop, greedy, overlapping, chunked-K) on one data set
   sweep      run a resumable grid of training runs (a built-in compute-efficiency study, or a grid.json)
   bench      overhead: the learner against a plain PyTorch loop; pipeline: the multi-process pipeline
+  race       every strategy trained to the same target loss on the same processes: who is first
   notebooks  run the figure notebooks with Papermill
   simulate   simulate pipeline schedules at any scale: throughput, bubbles, memory per processor
 
@@ -49,6 +50,7 @@ HANDLERS = {
     "sweep": "paper_repro.commands:run_sweep_command",
     "bench overhead": "paper_repro.commands:run_overhead",
     "bench pipeline": "paper_repro.commands:run_pipeline_command",
+    "race": "paper_repro.commands:run_race_command",
     "notebooks run": "paper_repro.commands:run_notebooks_command",
     "simulate": "paper_repro.simulate.command:run_simulate_command",
 }
@@ -241,6 +243,23 @@ def add_bench(subparsers) -> None:
     p.set_defaults(func=Handler(HANDLERS["bench pipeline"]))
 
 
+# ----------------------------------------------------------------------------------- race
+def add_race(subparsers) -> None:
+    p = _parser(subparsers, "race", "train every strategy to the same target loss on the same processes",
+                "Train the same model to the same targets with every strategy (one process, DDP, pipelined "
+                "backprop, the local pipeline) on the same processes, and print who gets there first "
+                "(notebook 10's race; resumable: run the same command again after an interruption).")
+    p.add_argument("--profile", default="quick", choices=PROFILES,
+                   help="quick: a small MLP on the digits (seconds); cpu: the deep MLP on CIFAR-10 at 8 px, "
+                        "2 CPU processes (hours); full: the same on 2 GPUs")
+    p.add_argument("--results", default="results", metavar="DIR",
+                   help="the store is DIR/<race name>; the learning rates come from DIR's committed study")
+    p.add_argument("--data-dir", default=None, help="cpu and full: where CIFAR-10 is")
+    p.add_argument("--threads", type=positive_int, default=1, help="torch threads per process")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=Handler(HANDLERS["race"]))
+
+
 # ------------------------------------------------------------------------------ notebooks
 def add_notebooks(subparsers) -> None:
     nb = _parser(subparsers, "notebooks", "run the figure notebooks with Papermill")
@@ -347,10 +366,12 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``paper-repro`` parser (every command's options; no torch)."""
     parser = argparse.ArgumentParser(prog="paper-repro", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="{train,sweep,bench,notebooks,simulate}")
+    subparsers = parser.add_subparsers(dest="command", required=True,
+                                       metavar="{train,sweep,bench,race,notebooks,simulate}")
     add_train(subparsers)
     add_sweep(subparsers)
     add_bench(subparsers)
+    add_race(subparsers)
     add_notebooks(subparsers)
     add_simulate(subparsers)
     return parser

@@ -48,6 +48,7 @@ UNPLANNED_NOTEBOOKS = {
     "04_throughput_memory_communication": "pipeline benchmark (timed, not in the FLOP model)",
     "08_scaling": "pipeline simulation calibrated on the device (minutes, not in the FLOP model)",
     "09_your_model": "a small user model on sklearn digits (minutes, not in the FLOP model)",
+    "10_time_to_target": "every strategy trained to a target on 2 processes (timed, not in the FLOP model)",
 }
 
 

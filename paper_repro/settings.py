@@ -30,10 +30,12 @@ text corpus; the transformer-lm studies name the built-in ``stdlib`` corpus and 
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numpy as np
 
-from .settings_types import CommunicationSettings, PipelineSettings, ScalingSettings, SimulatedModel
+from .settings_types import (CommunicationSettings, PipelineSettings, RaceSettings, RaceStrategy, ScalingSettings,
+                             SimulatedModel)
 from .sweep.grid import Grid
 from .train import TrainConfig
 
@@ -399,10 +401,36 @@ _SCALING = {
                             stage_sweep_micro_batches=128, micro_batches=[4, 8, 16, 32, 64, 128, 256]),
 }
 
+# the race of notebook 10 (paper_repro.race): every strategy to the same targets on the same processes
+_RACE_STRATEGIES = (RaceStrategy("one process", "single"), RaceStrategy("ddp", "ddp"),
+                    RaceStrategy("gpipe", "gpipe"), RaceStrategy("1f1b", "1f1b"),
+                    RaceStrategy("1f1b-recompute", "1f1b-recompute"), RaceStrategy("zbv", "zbv"),
+                    RaceStrategy("local chunked-2", "local", "chunked-2"),
+                    RaceStrategy("local greedy", "local", "greedy"),
+                    RaceStrategy("local/M chunked-2", "local/M", "chunked-2"))
+_RACE = {
+    "quick": RaceSettings(
+        name="tmp/race_digits_quick", model="mlp", model_kwargs={"depth": 4, "width": 32, "layer_norm": True},
+        dataset="digits", data_kwargs={}, processes=2, batches=(64,), micro_batches=4, targets=(1.0, 0.5),
+        max_examples=64 * 150, eval_every_examples=256, train_eval_examples=512, repeats=1,
+        strategies=tuple(s for s in _RACE_STRATEGIES if s.name in ("one process", "ddp", "1f1b", "local greedy",
+                                                                    "local/M chunked-2")),
+        lr=1e-2),
+    "cpu": RaceSettings(
+        name="race_mlp_deep_ln_cifar10_8px_cpu", model="mlp",
+        model_kwargs={"depth": 10, "width": 256, "layer_norm": True}, dataset="cifar10",
+        data_kwargs={"image_size": 8, "max_test": 2000}, processes=2, batches=(1024, 4096, 16384),
+        micro_batches=16, targets=(1.5, 1.3), max_examples=1_000_000, eval_every_examples=16384,
+        train_eval_examples=2000, repeats=3, strategies=_RACE_STRATEGIES,
+        lr_store="mlp_deep_ln_cifar10_8px_cpu", lr_target=1.3),
+}
+_RACE["full"] = dataclasses.replace(_RACE["cpu"], name="race_mlp_deep_ln_cifar10_8px_gpu", device="cuda")
+
 # every study -> its profiles
 STUDIES = {**{s: tuple(p for t, p in _GRIDS if t == s) for s in COMPUTE_STUDIES},
            "quickstart": tuple(_QUICKSTART), **{s: tuple(_SIMILARITY[s]) for s in SIMILARITY_STUDIES},
-           MODULES_STUDY: tuple(_MODULES), "pipeline": tuple(_PIPELINE), "scaling": tuple(_SCALING)}
+           MODULES_STUDY: tuple(_MODULES), "pipeline": tuple(_PIPELINE), "scaling": tuple(_SCALING),
+           "race": tuple(_RACE)}
 
 
 def _check(study: str, profile: str, known: tuple) -> None:
@@ -468,6 +496,12 @@ def pipeline_settings(profile: str = "quick") -> PipelineSettings:
     :func:`paper_repro.distributed.options.configs_for`)."""
     _check("pipeline", profile, ("pipeline",))
     return copy.deepcopy(_PIPELINE[profile])
+
+
+def race_settings(profile: str = "quick") -> RaceSettings:
+    """The race of notebook 10 at ``profile`` (:mod:`paper_repro.race`)."""
+    _check("race", profile, ("race",))
+    return copy.deepcopy(_RACE[profile])
 
 
 def communication_settings() -> CommunicationSettings:

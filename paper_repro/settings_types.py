@@ -130,3 +130,53 @@ class ScalingSettings:
     gantt_schedules: list[str]
     gantt_micro_batches: int
     validation: list[str]
+
+
+@dataclass(frozen=True)
+class RaceStrategy:
+    """One way to train in the race (:mod:`paper_repro.race`): ``schedule`` ``"single"`` (one
+    process, backprop: the reference), ``ddp``, a pipelined-backprop schedule, ``local`` or
+    ``local/M``; ``method`` the local method of a local schedule (None: backprop)."""
+    name: str
+    schedule: str
+    method: str | None = None
+
+
+@dataclass(frozen=True)
+class RaceSettings:
+    """The race of notebook 10 at one profile: every strategy trains the same model to the same
+    targets on the same processes, from the same seeds.
+
+    * ``name``: the store's folder under the results folder
+    * ``model``, ``model_kwargs``, ``dataset``, ``data_kwargs``: the network and its data
+    * ``processes``: processes of every multi-process strategy (``"single"`` uses one), on
+      ``device`` (``cuda``: one GPU each)
+    * ``batches``: examples per step; ``micro_batches``: micro-batches per step (pipelines;
+      ``local`` updates after each, so its updates are ``batch / micro_batches`` examples)
+    * ``targets``: training-subset losses (``train_eval_loss``); a run stops at the lowest
+    * ``max_examples``: a run also stops after this many examples (a strategy that misses a target)
+    * ``eval_every_examples``, ``train_eval_examples``: the training-subset evaluation
+    * ``repeats``: every run this many times, with seeds 0..repeats-1, strategies interleaved
+    * ``lr``: one learning rate for every strategy; or, with ``lr=None``, each method's best
+      learning rate in the committed compute study ``lr_store`` (a folder under ``results/``) at
+      loss ``lr_target``, at the batch its optimizer steps on (:func:`paper_repro.race.race_lr`)
+    """
+    name: str
+    model: str
+    model_kwargs: dict
+    dataset: str
+    data_kwargs: dict
+    processes: int
+    batches: tuple[int, ...]
+    micro_batches: int
+    targets: tuple[float, ...]
+    max_examples: int
+    eval_every_examples: int
+    train_eval_examples: int | None
+    repeats: int
+    strategies: tuple[RaceStrategy, ...]
+    lr: float | None = None
+    lr_store: str | None = None
+    lr_target: float | None = None
+    device: str = "cpu"
+

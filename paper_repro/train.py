@@ -126,6 +126,7 @@ class TrainResult:
     learner: methods.Learner
     data: data_mod.DataSet
     optimizer_impl: str = "default"  # fused | foreach | default (see build.make_optimizer)
+    eval_time: float = 0.0          # seconds spent in evaluations (included in wall_time)
 
     def summary(self) -> dict:
         last = self.records.iloc[-1]
@@ -360,6 +361,7 @@ def train(cfg: TrainConfig, data: data_mod.DataSet | None = None,
     rows, status, start, first = [], "finished", time.perf_counter(), 1
     pending, read_every = [], _loss_read_every(cfg.device)  # losses not yet read to the host
     stop_at = math.inf  # examples after which the run stops, once stop_loss is reached
+    eval_time = 0.0
     if checkpoint is not None and (state := checkpoint_mod.load(checkpoint, cfg.to_dict(), cfg.device)):
         learner.load_state_dict(state["learner"])
         opt.load_state_dict(state["optimizer"])
@@ -395,10 +397,12 @@ def train(cfg: TrainConfig, data: data_mod.DataSet | None = None,
                 break
             backward()
             opt.step()
+            t_eval = time.perf_counter()
             if test_eval:
                 row["eval_loss"], row["eval_acc"] = evaluate(learner.net, data, "test", cfg.eval_examples, cfg.device)
             if train_eval:
                 row["train_eval_loss"] = evaluate_indices(learner.net, data, "train", train_idx, cfg.device)
+            eval_time += time.perf_counter() - t_eval
             row["wall_time"] = time.perf_counter() - start
             rows.append(row)
             if cfg.stop_loss is not None and row["train_eval_loss"] <= cfg.stop_loss and stop_at == math.inf:
@@ -421,7 +425,7 @@ def train(cfg: TrainConfig, data: data_mod.DataSet | None = None,
         raise TrainInterrupted(partial) from stop
     finally:
         bar.close()
-    return TrainResult(cfg, pd.DataFrame(rows), status, learner, data, optimizer_impl(opt))
+    return TrainResult(cfg, pd.DataFrame(rows), status, learner, data, optimizer_impl(opt), eval_time)
 
 
 def compare_methods(cfg: TrainConfig, method_specs: list[str], data: data_mod.DataSet | None = None

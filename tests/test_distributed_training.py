@@ -25,7 +25,7 @@ from paper_repro.distributed import PipelineConfig
 from paper_repro.distributed.fields import TrainingFields
 from paper_repro.distributed.launch import PipelineError
 from paper_repro.distributed.local import TEST_FAULT_ENV
-from paper_repro.distributed.trainer import train_stages
+from paper_repro.distributed.trainer import train_many, train_stages
 
 NET = dict(model="mlp", model_kwargs={"depth": 4, "width": 16})
 DIGITS = data_mod.load("digits")
@@ -85,6 +85,20 @@ def test_local_M_on_three_processes_is_gradient_accumulation_and_stops_every_sta
     assert len(ref.records) < 40                               # the target stops it early
     pd.testing.assert_frame_equal(without_time(run.records), without_time(ref.records), check_exact=True)
     assert run.records["train_eval_loss"].dropna().iloc[-1] <= 2.1 < run.records["train_eval_loss"].dropna().iloc[-2]
+
+
+def test_runs_in_one_launch_each_equal_their_own_after_one_stops_early():
+    """``train_many``: a local run stopped early by its target (its stages drop the receive posted
+    ahead) leaves the processes clean for the next run of the launch."""
+    fast, slow = (stages(micro_batch=8, micro_batches=4, steps=10, lr=lr) for lr in (3e-2, 1e-4))
+    training = TrainingFields(eval_every=0, eval_every_examples=32, stop_loss=2.1)
+    runs = train_many([fast, slow], training, progress=False)
+    for run, lr in zip(runs, (3e-2, 1e-4)):
+        ref = train.train(train.TrainConfig(**NET, method="greedy", dataset="digits", batch_size=8, steps=40, lr=lr,
+                                            eval_every=0, eval_every_examples=32, stop_loss=2.1, progress=False),
+                          data=DIGITS)
+        pd.testing.assert_frame_equal(without_time(run.records), without_time(ref.records), check_exact=True)
+    assert len(runs[0].records) < 40 == len(runs[1].records)
 
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b", "ddp"])

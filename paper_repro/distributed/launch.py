@@ -74,8 +74,8 @@ def launch(configs: list[PipelineConfig], *, timeout: float | None = None, grace
     (named in the message). On Ctrl-C or SIGTERM the ``KeyboardInterrupt`` goes on with
     ``partial_records``: the records of the configs that had finished.
 
-    ``training`` (a :class:`.fields.TrainingFields`, one config): the stages train (see
-    :mod:`.training`). Ctrl-C or SIGTERM then first asks every stage to stop after a common
+    ``training`` (a :class:`.fields.TrainingFields`): the stages train each config in turn
+    (see :mod:`.training`). Ctrl-C or SIGTERM then first asks every stage to stop after a common
     step (writing a checkpoint where one is configured) and waits up to ``grace`` seconds for
     them; ``partial_records`` holds the interrupted run's result."""
     if not configs:
@@ -91,8 +91,6 @@ def launch(configs: list[PipelineConfig], *, timeout: float | None = None, grace
     workdir = Path(tempfile.mkdtemp(prefix="paper_repro_pipeline_"))
     (workdir / "configs.json").write_text(json.dumps([c.to_dict() for c in configs]))
     if training is not None:
-        if len(configs) != 1:
-            raise ValueError("a training launch runs one config")
         (workdir / "training.json").write_text(json.dumps(training.to_dict()))
     result_path = workdir / "result.json"
     master = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,

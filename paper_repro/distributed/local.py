@@ -188,8 +188,8 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
             out_info = infos[send_block]
             sender.send({"activations": torch.zeros((B, *out_info.shape), dtype=out_info.dtype, device=ctx.device),
                          "labels": torch.zeros((B, *lshape), dtype=ldtype, device=ctx.device)})
-        if receiver is not None and receiver.posted is not None:
-            receiver.recv()
+        if receiver is not None:
+            receiver.drain()
     if sender is not None:
         sender.flush()
 

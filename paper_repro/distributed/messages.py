@@ -117,3 +117,11 @@ class Receiver:
         if self.prepost:
             self.posted = self._post() if self.remaining > 0 else None
         return {name: buf for name, (_, buf) in current.items()}
+
+    def drain(self) -> None:
+        """Take the message already posted, if any, and post no other (a run that stops early: its
+        sender sends one last message for the receive posted ahead)."""
+        self.remaining = 0
+        if self.posted is not None:
+            self.recv()
+

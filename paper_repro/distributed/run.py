@@ -36,7 +36,7 @@ from .replicas import Placement, place
 from ..report_table import format_table
 from .split import boundary_records, stage_blocks, stage_boundaries, stage_indices
 from .timing import predicted_comm
-from .training import Session, StopSignals, eval_copy
+from .training import STOP_REQUEST, Session, StopSignals, eval_copy
 
 
 # ------------------------------------------------------------------------------ one run
@@ -67,7 +67,7 @@ def run_one(ctx: comm.Context, cfg: PipelineConfig, where: Placement, index: int
     session = None
     if training is not None:
         whole = eval_copy(cfg, learner).to(ctx.device) if ctx.rank == 0 else None
-        session = Session(ctx, cfg, training, planned, where, whole, signals)
+        session = Session(ctx, cfg, training, planned, where, whole, signals, index)
     done = session.micro_batches_done if session is not None else 0
     grad_bytes = sum(p.numel() * p.element_size() for p in learner.net.parameters())
     s = where.stage
@@ -202,6 +202,12 @@ def worker(configs: list[PipelineConfig], json_path: str | None = None, quiet: b
                 records.append(record)
                 if partial_path:
                     write_json(records, partial_path)
+            if training is not None:                # stopped by Ctrl-C / SIGTERM: no further run
+                go = f"launch/{index}/go"           # rank 0 decides, so that every process agrees
+                if ctx.rank == 0:
+                    ctx.store.set(go, "0" if ctx.store.check([STOP_REQUEST]) else "1")
+                if ctx.store.get(go) == b"0":
+                    break
         comm.finish(ctx)
         if ctx.rank == 0:
             if json_path:

@@ -38,6 +38,7 @@ class StagesResult:
     status: str                     # finished | diverged | interrupted
     optimizer_impl: str
     hardware: str
+    eval_time: float = 0.0          # seconds rank 0 spent in evaluations (the pipeline paused)
 
     @property
     def method(self) -> str:
@@ -98,6 +99,23 @@ def resolve(cfg: PipelineConfig, training: TrainingFields) -> PipelineConfig:
     return dataclasses.replace(cfg, method=method, split=split, block_split=blocks)
 
 
+def train_many(configs: list[PipelineConfig], training: TrainingFields | None = None, *,
+               progress: bool = True, timeout: float | None = None) -> list[StagesResult]:
+    """Train each of ``configs`` (the same processes: ``stages``, ``dp`` and ``device`` alike) in
+    turn in one launch, so the processes start once; one result each. No checkpoints here."""
+    training = training or TrainingFields()
+    if training.checkpoint or training.resume or training.save:
+        raise ValueError("train_many keeps no checkpoint and saves no model: use train_stages for that")
+    resolved = [resolve(c, training) for c in configs]
+    try:
+        out = launch(resolved, training=training, progress=progress, timeout=timeout)
+    except KeyboardInterrupt as stop:
+        partial = getattr(stop, "partial_records", None) or []
+        stop.results = [_result(c, training, r) for c, r in zip(resolved, partial)]
+        raise
+    return [_result(c, training, r) for c, r in zip(resolved, out)]
+
+
 def train_stages(cfg: PipelineConfig, training: TrainingFields | None = None, *, progress: bool = True,
                  timeout: float | None = None) -> StagesResult:
     """Train ``cfg`` on ``cfg.processes`` local processes; the records of every update.
@@ -119,7 +137,7 @@ def train_stages(cfg: PipelineConfig, training: TrainingFields | None = None, *,
 
 def _result(cfg: PipelineConfig, training: TrainingFields, record: dict) -> StagesResult:
     return StagesResult(cfg, training, pd.DataFrame(record["records"]), record["status"],
-                        record["optimizer_impl"], record["hardware"])
+                        record["optimizer_impl"], record["hardware"], record["eval_time"])
 
 
 def save_path_ok(path: str | Path) -> None:

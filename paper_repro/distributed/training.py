@@ -46,7 +46,7 @@ from .fields import TrainingFields
 from .planning import Plan, write_json
 
 FORMAT = 1
-STOP_REQUEST, STOP_AT = "stop/request", "stop/at"
+STOP_REQUEST = "stop/request"              # Ctrl-C / SIGTERM: every run of the launch stops
 MANIFEST = "manifest.json"
 # fields that do not change what a run computes: a resumed run may change them
 NOT_COMPARED = ("timeout", "heartbeat_timeout", "init_timeout", "threads", "prefetch", "save_params",
@@ -131,7 +131,8 @@ class Session:
     """One process's part of a training run (see the module docstring)."""
 
     def __init__(self, ctx: comm.Context, cfg: PipelineConfig, training: TrainingFields, plan: Plan,
-                 where, eval_learner: methods.Learner | None, signals: StopSignals | None = None):
+                 where, eval_learner: methods.Learner | None, signals: StopSignals | None = None,
+                 index: int = 0):
         self.ctx, self.cfg, self.training, self.plan, self.where = ctx, cfg, training, plan, where
         self.eval_learner = eval_learner           # rank 0: a whole learner the gathered state goes into
         self.signals = signals
@@ -153,6 +154,8 @@ class Session:
         self.status = "finished"
         self.stop_at: int | None = None            # the step after which every process stops
         self.asked = False
+        self.diverged_key, self.stop_at_key = f"stop/{index}/diverged", f"stop/{index}/at"
+        self.eval_time = 0.0                       # rank 0: seconds spent in evaluations
         self.elapsed0 = 0.0
         self.start = time.perf_counter()
         self.modules = self.optimizer = None
@@ -223,7 +226,7 @@ class Session:
         for (u, _), row in zip(self.pending, values):
             self.rows[u - 1] = row
             if not all(math.isfinite(v) for v in row) and not self.asked:
-                self.ctx.store.compare_set(STOP_REQUEST, "", f"diverged at update {u} on rank {self.ctx.rank}")
+                self.ctx.store.compare_set(self.diverged_key, "", f"diverged at update {u} on rank {self.ctx.rank}")
                 self.asked = True
         self.pending.clear()
 
@@ -234,16 +237,15 @@ class Session:
         if self.signals is not None and self.signals.received and not self.asked:
             self.ctx.store.compare_set(STOP_REQUEST, "", f"signal {signal.Signals(self.signals.received).name}")
             self.asked = True
+        store = self.ctx.store
         if self.stop_at is None:
-            store = self.ctx.store
-            if store.check([STOP_AT]):
-                self.stop_at = int(store.get(STOP_AT))
-            elif self.ctx.rank == 0 and store.check([STOP_REQUEST]):
+            if store.check([self.stop_at_key]):
+                self.stop_at = int(store.get(self.stop_at_key))
+            elif self.ctx.rank == 0 and (store.check([STOP_REQUEST]) or store.check([self.diverged_key])):
                 self.stop_at = step + 1
-                store.set(STOP_AT, str(self.stop_at))
+                store.set(self.stop_at_key, str(self.stop_at))
         if self.stop_at is not None and step >= self.stop_at:
-            reason = self.ctx.store.get(STOP_REQUEST).decode()
-            self.status = "diverged" if reason.startswith("diverged") else "interrupted"
+            self.status = "interrupted" if store.check([STOP_REQUEST]) else "diverged"
             return True
         return False
 
@@ -269,6 +271,7 @@ class Session:
                 {k[len("heads."):]: v for k, v in merged.items() if k.startswith("heads.")})
 
     def _evaluate(self, u: int, test_eval: bool, train_eval: bool) -> bool:
+        t0 = time.perf_counter()
         self._gather_learner()
         decision = [None]
         if self.ctx.rank == 0:
@@ -283,6 +286,7 @@ class Session:
             stop_loss = self.training.stop_loss
             decision = [stop_loss is not None and result.get("train_eval_loss", math.inf) <= stop_loss]
         dist.broadcast_object_list(decision, src=0, group=self.group)
+        self.eval_time += time.perf_counter() - t0
         return bool(decision[0])
 
     def checkpoint(self) -> Path:
@@ -329,6 +333,7 @@ class Session:
             save_learner(self.training.save, self.eval_learner, model=self.cfg.model,
                          model_kwargs=self.cfg.model_kwargs, dataset=self.cfg.dataset, seed=self.cfg.seed)
         return {"status": self.status, "records": records, "optimizer_impl": optimizer_impl,
+                "eval_time": self.eval_time, "config": self.cfg.to_dict(),
                 "method": trained_method(self.cfg), "schedule": self.cfg.schedule,
                 "hardware": hardware_label(str(self.ctx.device)), "torch": torch.__version__}
 

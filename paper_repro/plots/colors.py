@@ -68,3 +68,14 @@ def method_colors(methods) -> dict:
 def schedule_colors(schedules) -> dict:
     """``{schedule: colour}`` for the schedules a figure draws (:func:`schedule_color` of each)."""
     return {s: schedule_color(s) for s in schedules}
+
+
+def strategy_color(schedule: str, method: str | None = None) -> str:
+    """The colour of a race strategy (:mod:`paper_repro.race`): black for one process, the local
+    method's colour for ``local`` (greedy red, chunked-2 green), else the schedule's."""
+    if schedule == "single":
+        return "#222222"
+    if schedule == "local" and method:
+        return method_color(method)
+    return schedule_color(schedule)
+
