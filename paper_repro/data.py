@@ -94,18 +94,28 @@ class DataSet:
         n = self.num_examples(split)
         if n == 0:
             raise ValueError(f"split {split!r} of {self.name!r} has no examples to sample")
-        return self._sample(split, batch_size, n, generator)
+        return (self.batch(split, idx) for idx in self._indices(batch_size, n, generator))
 
-    def _sample(self, split, batch_size, n, generator):
+    def index_sampler(self, split: str, batch_size: int,
+                      generator: torch.Generator | None = None) -> Iterator[torch.Tensor]:
+        """The indices of the batches :meth:`sampler` draws with the same ``generator``, without
+        reading them (a reader that skips batches, or resumes, draws these)."""
+        _check_positive("batch_size", batch_size)
+        n = self.num_examples(split)
+        if n == 0:
+            raise ValueError(f"split {split!r} of {self.name!r} has no examples to sample")
+        return self._indices(batch_size, n, generator)
+
+    def _indices(self, batch_size, n, generator):
         if self.kind == "text":
             while True:
-                yield self.batch(split, torch.randint(n, (batch_size,), generator=generator))
+                yield torch.randint(n, (batch_size,), generator=generator)
         order = torch.empty(0, dtype=torch.long)
         while True:
             while len(order) < batch_size:
                 order = torch.cat([order, torch.randperm(n, generator=generator)])
             idx, order = order[:batch_size], order[batch_size:]
-            yield self.batch(split, idx)
+            yield idx
 
     def eval_batches(self, split: str = "test", batch_size: int = 512,
                      max_examples: int | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
