@@ -21,6 +21,9 @@ from pathlib import Path
 
 import torch
 
+from . import build
+from .config import ModelParts
+
 FORMAT = 1
 _IGNORED = ("progress", "device", "threads")  # how a run is shown or where it runs does not change its records
 
@@ -97,8 +100,6 @@ def save_learner(path: str | os.PathLike, learner: torch.nn.Module, *, model: st
 def load_learner(path: str | os.PathLike, data, device: str = "cpu"):
     """The learner :func:`save_learner` wrote, rebuilt for ``data`` (the data set it was trained
     on, which gives the input shape and classes) with its trained parameters."""
-    from . import build                             # torch models: loaded only when a model is read
-    from .config import ModelParts
     state = torch.load(path, map_location=device, weights_only=True)
     if state.get("format") != MODEL_FORMAT:
         raise ValueError(f"{path} is not a model saved by paper_repro (format {state.get('format')!r})")

@@ -16,7 +16,10 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from . import bench, checkpoint, datafiles, names, notebooks, preflight, settings, signals, train
+from . import bench, checkpoint, datafiles, names, notebooks, preflight, race, settings, signals, train
+from .analysis import race as race_tables
+from .distributed.fields import TrainingFields
+from .distributed.trainer import train_stages
 from .distributed.config import PipelineConfig
 from .distributed import bench as pipeline_bench
 from .distributed.launch import PipelineError
@@ -166,8 +169,6 @@ def stages_config(args) -> PipelineConfig:
 
 def run_train_stages(args) -> int:
     """``paper-repro train --stages S``: train on S processes of this machine."""
-    from .distributed.fields import TrainingFields
-    from .distributed.trainer import train_stages
     cfg = stages_config(args)
     training = TrainingFields(eval_every=args.eval_every, eval_examples=args.eval_examples,
                               eval_every_examples=args.eval_every_examples,
@@ -319,8 +320,6 @@ def run_pipeline_command(args) -> int:
 
 # ----------------------------------------------------------------------------------- race
 def run_race_command(args) -> int:
-    from . import race
-    from .analysis import race as race_tables
     race_settings = settings.race_settings(args.profile)
     store = race.run_race(race_settings, args.results, data_dir=args.data_dir, threads=args.threads,
                           progress=not args.no_progress)

@@ -29,6 +29,10 @@ import torch
 from tqdm.auto import tqdm
 
 from . import build, train
+from .distributed import PipelineConfig
+from .distributed.fields import TrainingFields
+from .distributed.trainer import train_many
+from .hardware import hardware_label
 from .settings_types import RaceSettings, RaceStrategy
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
@@ -126,7 +130,6 @@ def _single(settings: RaceSettings, run: RaceRun, data, threads: int) -> tuple[p
 
 
 def _stage_config(settings: RaceSettings, run: RaceRun, data_dir, threads: int):
-    from .distributed import PipelineConfig
     s = run.strategy
     schedule, every = ("local", settings.micro_batches) if s.schedule == "local/M" else (s.schedule, 1)
     return PipelineConfig(model=settings.model, model_kwargs=settings.model_kwargs, method=s.method,
@@ -138,8 +141,6 @@ def _stage_config(settings: RaceSettings, run: RaceRun, data_dir, threads: int):
 
 
 def _launch(settings: RaceSettings, runs: list[RaceRun], data_dir, threads: int) -> list[tuple[pd.DataFrame, dict]]:
-    from .distributed.fields import TrainingFields
-    from .distributed.trainer import train_many
     training = TrainingFields(eval_every=0, eval_examples=None, eval_every_examples=settings.eval_every_examples,
                               train_eval_examples=settings.train_eval_examples, stop_loss=min(settings.targets))
     t0 = time.perf_counter()
@@ -153,7 +154,6 @@ def _launch(settings: RaceSettings, runs: list[RaceRun], data_dir, threads: int)
 
 
 def _save(store: Path, settings: RaceSettings, run: RaceRun, records: pd.DataFrame, meta: dict) -> None:
-    from .hardware import hardware_label
     runs = store / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     csv, info = runs / f"{run.run_id}.csv", runs / f"{run.run_id}.json"
