@@ -59,3 +59,31 @@ def test_the_stopwatch_times_the_stream_with_cuda_events():
             a = a @ a / 1024
     times = watch.read()
     assert list(times) == ["matmul"] and 0 < times["matmul"] < 60 and watch.read() == {}
+
+
+def test_training_on_gpu_processes_equals_one_process_on_the_gpu(tmp_path):
+    """``train_stages`` on cuda (nccl, one process per GPU; one process on a one-GPU machine):
+    the local schedule's records are single-process training's at the micro-batch size, and the
+    saved learner reloads with the accuracy the run reported."""
+    import pandas as pd
+
+    from paper_repro import checkpoint
+    from paper_repro import data as data_mod
+    from paper_repro.distributed.fields import TrainingFields
+    from paper_repro.distributed.trainer import train_stages
+    n = min(2, torch.cuda.device_count())
+    net = dict(depth=4, width=32)
+    run = train_stages(PipelineConfig(model="mlp", model_kwargs=net, dataset="digits", stages=n, schedule="local",
+                                      method="greedy", balance="blocks", micro_batch=16, micro_batches=4, steps=10,
+                                      lr=1e-3, device="cuda"),
+                       TrainingFields(eval_every=20, eval_every_examples=320, save=str(tmp_path / "m.pt")),
+                       progress=False)
+    ref = train.train(cfg(method="greedy", batch_size=16, steps=40, eval_every=20, eval_every_examples=320,
+                          model_kwargs=net))
+    assert run.status == "finished" and len(run.records) == 40
+    pd.testing.assert_frame_equal(run.records.drop(columns="wall_time"), ref.records.drop(columns="wall_time"),
+                                  check_exact=False, rtol=1e-4, atol=1e-5)
+    learner = checkpoint.load_learner(tmp_path / "m.pt", data_mod.load("digits"), device="cuda")
+    loss, acc = train.evaluate(learner.net, data_mod.load("digits").to("cuda"), "test", 2000, "cuda")
+    assert acc == pytest.approx(run.summary()["eval_acc"], abs=1e-6)
+

@@ -12,6 +12,7 @@ after the other in the same processes (start-up is paid once).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import json
 import os
@@ -36,7 +37,7 @@ from .replicas import Placement, place
 from ..report_table import format_table
 from .split import boundary_records, stage_blocks, stage_boundaries, stage_indices
 from .timing import predicted_comm
-from .training import STOP_REQUEST, Session, StopSignals, eval_copy
+from .training import STOP_REQUEST, Session, StopSignals, check_training, eval_copy
 
 
 # ------------------------------------------------------------------------------ one run
@@ -242,6 +243,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     training = TrainingFields(**json.loads(Path(args.training).read_text())) if args.training else None
+    if training is not None:                        # every step of a training run trains
+        try:
+            configs = [dataclasses.replace(c, warmup_steps=0) for c in configs]
+            for c in configs:
+                check_training(c, training)
+        except ValueError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
     return worker(configs, args.json, args.quiet, args.partial, training)
 
 

@@ -104,6 +104,37 @@ def check_resume(folder: str | os.PathLike, cfg: PipelineConfig) -> dict:
     return manifest
 
 
+def check_training(cfg: PipelineConfig, training: TrainingFields) -> None:
+    """ValueError (one line naming the bad value) for settings a training run cannot take."""
+    if cfg.dataset == "synthetic":
+        raise ValueError("training on several processes needs a data set (--dataset), not synthetic inputs")
+    for key in ("eval_every", "eval_every_examples", "checkpoint_every"):
+        value = getattr(training, key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"{key} must be a non-negative integer, got {value!r}")
+    if training.stop_loss is not None and not training.eval_every_examples:
+        raise ValueError(f"stop_loss={training.stop_loss!r} needs eval_every_examples > 0 (the loss it is "
+                         "compared with is the training-subset evaluation)")
+    if (training.checkpoint_every or training.resume) and not training.checkpoint:
+        raise ValueError("checkpoint_every and resume need a checkpoint folder (--checkpoint DIR)")
+    if training.save:
+        save_path_ok(training.save)
+
+
+def save_path_ok(path: str | Path) -> None:
+    """ValueError when the trained model cannot be written at ``path`` (checked before training)."""
+    out = Path(path)
+    if out.is_dir():
+        raise ValueError(f"--save {str(path)!r} is a directory; give a file name such as {str(out / 'model.pt')!r}")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        probe = out.with_name(f".{out.name}.probe")
+        probe.touch()
+        probe.unlink()
+    except OSError as err:
+        raise ValueError(f"cannot write --save {str(path)!r}: {err.strerror or err}") from None
+
+
 class StopSignals:
     """SIGINT and SIGTERM in a stage process set :attr:`received` (the signal number) instead of
     raising: the session stops every process at the end of a common step."""
