@@ -21,7 +21,7 @@ from paper_repro.distributed import comm
 from paper_repro.distributed.bench import run_pipeline
 from paper_repro.distributed.comm import EXIT_FAILED, EXIT_PEER_FAILED
 from paper_repro.distributed.launch import PipelineError
-from paper_repro.distributed.local import TEST_FAULT_ENV
+from conftest import inject_fault
 from paper_repro.distributed import PipelineConfig
 
 TINY = dict(model="mlp", model_kwargs={"depth": 4, "width": 16}, image_size=4, micro_batch=2, micro_batches=4,
@@ -32,18 +32,18 @@ def _fail(stages, fault, launch_kwargs=(), **kw):
     cfg = PipelineConfig(schedule="local", stages=stages, **{**TINY, **kw})
     t0 = time.monotonic()
     with pytest.MonkeyPatch.context() as mp, pytest.raises(PipelineError) as info:
-        mp.setenv(TEST_FAULT_ENV, fault)      # the stage processes inherit it
+        inject_fault(mp, fault)               # the stage processes inherit it
         run_pipeline(cfg, timeout=120, progress=False, **dict(launch_kwargs))
     return info.value, time.monotonic() - t0
 
 
 @pytest.mark.parametrize("stages", [2, 3])
 def test_a_stage_that_raises_stops_the_others_within_60s(stages):
-    err, seconds = _fail(stages, "raise@1:3")
+    err, seconds = _fail(stages, "raise@1:1")
     others = [r for r in range(stages) if r != 1]
     assert err.failed_stage == 1
     assert err.exit_codes[1] == EXIT_FAILED and all(err.exit_codes[r] == EXIT_PEER_FAILED for r in others)
-    assert str(err).startswith("pipeline failed: stage 1 failed: RuntimeError: injected fault at micro-batch 3")
+    assert str(err).startswith("pipeline failed: stage 1 failed: RuntimeError: injected fault after step 1")
     for rank in others:
         assert "stopping because stage 1 failed" in err.logs[rank]
     assert seconds < 60  # includes the start-up of the interpreters
@@ -53,12 +53,12 @@ def test_a_stage_that_raises_stops_the_others_within_60s(stages):
 def test_a_killed_stage_stops_the_others_within_60s(stages, via, capsys, monkeypatch):
     others = [r for r in range(stages) if r != 1]
     if via == "api":
-        err, seconds = _fail(stages, "kill@1:2")
+        err, seconds = _fail(stages, "kill@1:1")
         assert err.failed_stage == 1
         assert err.exit_codes[1] == -9 and all(err.exit_codes[r] == EXIT_PEER_FAILED for r in others)
         message, logs = str(err), err.logs
     else:  # paper-repro bench pipeline: exit status 1, the launcher's message on stderr
-        monkeypatch.setenv(TEST_FAULT_ENV, "kill@1:2")
+        inject_fault(monkeypatch, "kill@1:1")
         t0 = time.monotonic()
         code = cli.main(["bench", "pipeline", "--stages", str(stages), "--model", "mlp", "--model-kwargs",
                            '{"depth": 4, "width": 16}', "--image-size", "4", "--micro-batch", "2",
@@ -83,14 +83,14 @@ def test_a_killed_stage_stops_the_others_within_60s(stages, via, capsys, monkeyp
 
 def test_without_the_launcher_heartbeats_name_the_killed_stage():
     # what happens on another node under torchrun: nobody reports the exit, the heartbeats do
-    err, seconds = _fail(2, "kill@0:2", launch_kwargs={"report_exits": False}, heartbeat_timeout=3.0)
+    err, seconds = _fail(2, "kill@0:1", launch_kwargs={"report_exits": False}, heartbeat_timeout=3.0)
     assert err.exit_codes == [-9, EXIT_PEER_FAILED]
     assert "stopping because stage 0 stopped responding: no heartbeat" in err.logs[1]
     assert seconds < 60
 
 
 def test_a_hung_stage_makes_its_neighbour_time_out_naming_it():
-    err, seconds = _fail(2, "hang@1:2", timeout=5.0)
+    err, seconds = _fail(2, "hang@1:0", timeout=5.0)
     # stage 0 cannot hand its activations to stage 1: its bounded wait ends and names stage 1
     assert err.exit_codes[0] == EXIT_FAILED
     assert "stage 0 failed: RuntimeError: sending to stage 1 failed" in str(err) and "Timed out" in str(err)

@@ -24,7 +24,7 @@ from paper_repro import data as data_mod
 from paper_repro.distributed import PipelineConfig
 from paper_repro.distributed.fields import TrainingFields
 from paper_repro.distributed.launch import PipelineError
-from paper_repro.distributed.local import TEST_FAULT_ENV
+from conftest import FAULT_ENV, inject_fault
 from paper_repro.distributed.trainer import train_many, train_stages
 
 NET = dict(model="mlp", model_kwargs={"depth": 4, "width": 16})
@@ -116,11 +116,11 @@ def test_a_run_killed_by_sigkill_resumes_to_the_uninterrupted_records_and_parame
     folder = tmp_path / "ckpt"
     cfg = stages(micro_batch=8, micro_batches=4, steps=6)
     training = TrainingFields(eval_every=6, checkpoint=str(folder), checkpoint_every=5)
-    monkeypatch.setenv(TEST_FAULT_ENV, "kill@1:13")            # stage 1 dies at micro-batch 13
+    inject_fault(monkeypatch, "kill@1:2")                      # stage 1 dies after step 2 (update 12)
     with pytest.raises(PipelineError) as info:
         train_stages(cfg, training, progress=False, timeout=120)
     assert info.value.failed_stage == 1
-    monkeypatch.delenv(TEST_FAULT_ENV)
+    monkeypatch.delenv(FAULT_ENV)
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["update"] == 10                            # the last checkpoint before the kill
 

@@ -18,7 +18,6 @@ from ..build import make_optimizer, optimizer_impl
 from . import comm
 from .config import PipelineConfig
 from .inputs import to_device
-from .local import maybe_fail
 from .memory import SavedTensorMeter, peak_memory, state_bytes
 from .replicas import count_allreduce
 from .stopwatch import Window
@@ -49,7 +48,6 @@ def run_ddp(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec, 
     busy = []
     window = Window(cfg.warmup_steps)
     for step in range(first, cfg.warmup_steps + cfg.steps):
-        maybe_fail(ctx.rank, step * M)
         t0 = time.perf_counter()
         step_losses = []
         for j in range(per_rank):

@@ -26,8 +26,6 @@ backward (``no_sync`` on micro-batches without an optimizer step).
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import time
 
 import torch
@@ -41,26 +39,6 @@ from .inputs import label_info, to_device
 from .memory import SavedTensorMeter, peak_memory, state_bytes
 from .replicas import Placement, count_allreduce
 from .stopwatch import Stopwatch, Window
-
-
-# The failure tests make a stage fail with this variable in the stage processes' environment:
-# MODE@STAGE:MICROBATCH, MODE one of raise, kill (SIGKILL) or hang.
-TEST_FAULT_ENV = "PAPER_REPRO_TEST_FAULT"
-
-
-def maybe_fail(rank: int, index: int) -> None:
-    """The failure tests' hook: raise, SIGKILL or hang this stage at micro-batch ``index``."""
-    fault = os.environ.get(TEST_FAULT_ENV)
-    if not fault:
-        return
-    mode, where = fault.split("@")
-    if [int(v) for v in where.split(":")] != [rank, index]:
-        return
-    if mode == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    if mode == "hang":
-        time.sleep(10 ** 6)
-    raise RuntimeError(f"injected fault at micro-batch {index} ({TEST_FAULT_ENV}={fault})")
 
 
 class StageLosses(nn.Module):
@@ -131,7 +109,6 @@ def run_local(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec
 
     stopped = None
     for i in range(first, total):
-        maybe_fail(ctx.rank, i)
         if receiver is None:
             with watch.phase("data"):
                 x, y = to_device(next(batches), ctx.device)
