@@ -538,3 +538,16 @@ def test_a_dropped_prefetch_ends_its_thread():
     while any(t.name == "prefetch" for t in threading.enumerate()) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(t.name == "prefetch" for t in threading.enumerate())
+
+
+def test_synthetic_input_text_feeds_a_token_model_of_your_own(capsys):
+    """``--input text``: the synthetic stream is token windows, so a user's byte LM plans and counts
+    its bytes; without it the model gets images and is refused naming the input."""
+    args = ["bench", "pipeline", "--model", "user_models:byte_lm", "--stages", "2", "--comm-only", "--seq-len", "8",
+            "--num-classes", "256", "--micro-batch", "2", "--schedule", "local,1f1b"]
+    assert cli.main([*args, "--input", "text"]) == 0
+    assert "local" in capsys.readouterr().out
+    cfg = PipelineConfig(model="user_models:byte_lm", input="text", seq_len=8, num_classes=256)
+    assert data_spec(cfg)[1].kind == "text" and data_spec(cfg)[1].input_shape == (8,)
+    with pytest.raises(ValueError, match="unknown input 'audio'; valid: image, text"):
+        PipelineConfig(model="mlp", input="audio").validate()

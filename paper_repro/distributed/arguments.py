@@ -51,6 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--channels", type=int, default=d.channels, help="synthetic images: channels")
     p.add_argument("--num-classes", type=int, default=d.num_classes, help="synthetic: classes (vocabulary for text)")
     p.add_argument("--seq-len", type=int, default=d.seq_len, help="synthetic text: tokens per sequence")
+    p.add_argument("--input", default=None, choices=("image", "text"),
+                   help="synthetic inputs: image (CHANNELS x IMAGE_SIZE x IMAGE_SIZE) or text (windows of SEQ_LEN "
+                        "token ids); default: text for the built-in transformer, images otherwise")
     p.add_argument("--optimizer", default=d.optimizer, choices=OPTIMIZERS)
     p.add_argument("--lr", type=float, default=d.lr)
     p.add_argument("--seed", type=int, default=d.seed)

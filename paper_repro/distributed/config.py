@@ -70,6 +70,8 @@ class PipelineConfig(PipelineFields, ModelParts, DataParts, OptimParts):
                              f"processes: micro_batches={self.micro_batches} must be a multiple of stages")
         if self.balance not in BALANCES:
             raise ValueError(f"unknown balance {self.balance!r}; valid: {', '.join(BALANCES)}")
+        if self.input not in (None, "image", "text"):
+            raise ValueError(f"unknown input {self.input!r}; valid: image, text")
         if self.prefetch not in PREFETCH:
             raise ValueError(f"unknown prefetch {self.prefetch!r}; valid: {', '.join(PREFETCH)}")
         if self.dtype not in DTYPES:

@@ -58,6 +58,7 @@ class PipelineFields(ModelFields, DataFields, OptimFields):
     channels: int = 3               # with this many channels,
     num_classes: int = 10           # and classes (the vocabulary size for the Transformer)
     seq_len: int = 64               # synthetic token windows
+    input: str | None = None        # synthetic: image | text (None: text for the built-in transformer)
     seed: int = 0
     dtype: str = "float32"
     device: str = "cpu"

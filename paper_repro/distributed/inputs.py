@@ -4,7 +4,7 @@ the micro-batch stream of stage 0, the learner every process builds, and the lab
 The model is a built-in name or a user's factory ``package.module:function``
 (:mod:`paper_repro.factory`); synthetic inputs are token windows for the built-in
 Transformer and images (``channels`` x ``image_size`` x ``image_size``) for every other
-model, a user's included (give a text data set for a user's token model)."""
+model, a user's included unless ``input`` says ``text`` (a user's token model)."""
 from __future__ import annotations
 
 import queue
@@ -21,7 +21,7 @@ from .config import DTYPES, PipelineConfig
 def data_spec(cfg: PipelineConfig):
     """(data set or None, spec with kind / num_classes / input_shape / seq_len) for ``cfg``."""
     if cfg.dataset == "synthetic":
-        if cfg.model == "transformer":
+        if cfg.input == "text" or (cfg.input is None and cfg.model == "transformer"):
             return None, SimpleNamespace(kind="text", num_classes=cfg.num_classes, seq_len=cfg.seq_len,
                                          input_shape=(cfg.seq_len,))
         return None, SimpleNamespace(kind="image", num_classes=cfg.num_classes, seq_len=None,

@@ -19,7 +19,7 @@ def configs_from_args(args) -> list[PipelineConfig]:
                   split=args.split, balance=args.balance, block_split=args.block_split, dp=args.dp, micro_batches=args.micro_batches, steps=args.steps,
                   warmup_steps=args.warmup_steps, dataset=args.dataset, data_dir=args.data_dir,
                   image_size=args.image_size, channels=args.channels, num_classes=args.num_classes,
-                  seq_len=args.seq_len, optimizer=args.optimizer, lr=args.lr, seed=args.seed,
+                  seq_len=args.seq_len, input=getattr(args, "input", None), optimizer=args.optimizer, lr=args.lr, seed=args.seed,
                   dtype=args.dtype, device=args.device, threads=args.threads,
                   max_in_flight=args.max_in_flight, timeout=args.timeout,
                   heartbeat_timeout=args.heartbeat_timeout, init_timeout=args.init_timeout,
