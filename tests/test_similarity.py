@@ -247,9 +247,10 @@ def test_initial_net_is_the_common_start_and_filter_grids_plot(tmp_path):
     for method in ("greedy", "chunked-3"):  # auxiliary heads are built after the net
         net = train.build_learner(dataclasses.replace(cfg, method=method), d).net
         assert torch.equal(probes.first_conv(net).weight, probes.first_conv(init).weight)
-    fig = similarity_plots.plot_filter_grids({"a": init, "b": init}, "t", init=init)
+    weight = probes.first_conv(init).weight
+    fig = similarity_plots.plot_filter_weights({"a": weight, "b": weight}, "t", init=weight)
     assert len(fig.axes) == 6 and save_figure(fig, "f", tmp_path).is_file()  # initialisation, a, b x 2 rows
-    expected = probes.low_frequency_fraction(probes.first_conv(init).weight).mean()
+    expected = probes.low_frequency_fraction(weight).mean()
     assert fig.axes[0].get_title() == f"initialisation\nlow-freq {expected:.2f}"
     assert fig.axes[1].get_title() == f"a\nlow-freq {expected:.2f}"
     assert fig.axes[3].get_title() == ""  # no change panel for the initialisation itself

@@ -7,7 +7,7 @@ import pytest
 from paper_repro.simulate.calibrate import BlockCosts
 from paper_repro.simulate.costs import fresh_share, pieces, schedule_costs, uniform_costs
 from paper_repro.simulate.engine import Costs, Link, simulate
-from paper_repro.simulate.schedules import SCHEDULES, in_flight, torch_order
+from paper_repro.simulate.schedules import SCHEDULES, in_flight_rank_peak, torch_order
 
 TORCH = [s for s in SCHEDULES if not s.startswith("local")]
 
@@ -35,8 +35,9 @@ def test_1f1b_order_is_torch_loops_warmup_then_one_backward_one_forward(S, M):
         assert [a.kind for a in ops[:warm]] == ["F"] * warm
         assert [a.micro_batch for a in ops if a.kind == "F"] == list(range(M))
         assert [a.micro_batch for a in ops if a.kind == "B"] == list(range(M))
-    assert [max(d.values()) for d in in_flight(order)] == [min(S - r, M) for r in range(S)]
-    assert [max(d.values()) for d in in_flight(torch_order("gpipe", S, M))] == [M] * S
+    one_each = [1.0] * S   # a micro-batch in flight holds one unit: the peak counts micro-batches
+    assert in_flight_rank_peak(order, one_each) == [min(S - r, M) for r in range(S)]
+    assert in_flight_rank_peak(torch_order("gpipe", S, M), one_each) == [M] * S
 
 
 @pytest.mark.parametrize("S,M", [(2, 2), (2, 8), (4, 4), (4, 16), (8, 8), (8, 32)])

@@ -34,10 +34,6 @@ class Placement:
         """Global rank of ``stage`` in this process's replica."""
         return self.replica * self.stages + stage
 
-    @property
-    def first_of_stage(self) -> bool:
-        return self.replica == 0
-
 
 def place(rank: int, world: int, stages: int, dp: int, timeout: float) -> Placement:
     """This process's placement; creates every group, each collective on it bounded by

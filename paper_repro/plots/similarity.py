@@ -9,8 +9,7 @@ import seaborn as sns
 import torch
 from matplotlib.figure import Figure
 
-from ..models import BlockNet
-from ..probes.filters import filter_mosaic, first_conv, mean_low_frequency_fraction
+from ..probes.filters import filter_mosaic, mean_low_frequency_fraction
 from .colors import method_colors
 
 
@@ -42,13 +41,6 @@ def plot_cka_heatmap(df: pd.DataFrame, title: str) -> Figure:
     ax.set_title(title)
     fig.tight_layout()
     return fig
-
-
-def plot_filter_grids(nets: dict[str, BlockNet], title: str, init: BlockNet | None = None) -> Figure:
-    """One panel per net: the 8x8 grid of its first-layer conv filters (the paper's figure);
-    see :func:`plot_filter_weights` (here ``init`` is the common initial net)."""
-    return plot_filter_weights({name: first_conv(net).weight for name, net in nets.items()}, title,
-                               None if init is None else first_conv(init).weight)
 
 
 def plot_filter_weights(weights: dict[str, torch.Tensor], title: str, init: torch.Tensor | None = None,

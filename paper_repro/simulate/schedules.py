@@ -175,25 +175,6 @@ def _record_loop(schedule_cls, rank: int, ranks: int, micro_batches: int) -> lis
     return stage.log
 
 
-def in_flight(order: Order) -> list[dict[int, int]]:
-    """Per rank, per virtual stage on it: the most micro-batches whose forward has run and whose
-    backward has not yet finished at the same moment of the rank's action list (an action's
-    activations are held from its ``F`` until its ``B``, or its ``W`` when the backward is split)."""
-    result = []
-    for ops in order.actions:
-        live: dict[int, set] = {}
-        peak: dict[int, int] = {}
-        for a in ops:
-            held = live.setdefault(a.stage, set())
-            if a.kind == "F":
-                held.add(a.micro_batch)
-            peak[a.stage] = max(peak.get(a.stage, 0), len(held))
-            if a.kind in ("B", "W"):
-                held.discard(a.micro_batch)
-        result.append(peak)
-    return result
-
-
 def in_flight_rank_peak(order: Order, stage_bytes: list[float]) -> list[float]:
     """Per rank: the most bytes held at one moment when a micro-batch in flight on virtual stage
     ``v`` holds ``stage_bytes[v]`` (the sum over the rank's pieces, moment by moment)."""
