@@ -18,16 +18,10 @@ REPO = Path(__file__).resolve().parent.parent
 NET = {"depth": 4, "width": 16}
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.timeout(300)
-def test_two_nodes_train_what_one_process_trains(tmp_path):
+def test_two_nodes_train_what_one_process_trains(tmp_path, free_port):
     (tmp_path / "training.json").write_text(json.dumps({"eval_every": 8, "eval_every_examples": 64}))
-    port = _port()
+    port = free_port
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHELASTIC_", "MASTER_", "RANK"))}
     env.update(NNODES="2", HEAD="127.0.0.1", PORT=str(port), DEVICE="cpu", THREADS="1", RUN_ID="test",
                JOIN_TIMEOUT="120", TRAINING=str(tmp_path / "training.json"), OUT=str(tmp_path / "result.json"),

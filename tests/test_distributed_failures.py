@@ -7,7 +7,6 @@ import datetime
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -98,12 +97,6 @@ def test_a_hung_stage_makes_its_neighbour_time_out_naming_it():
     assert seconds < 60
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _stage_env(monkeypatch, rank, world, port, agent_store=False):
     for key, value in dict(RANK=rank, WORLD_SIZE=world, LOCAL_RANK=rank, MASTER_ADDR="127.0.0.1",
                            MASTER_PORT=port, TORCHELASTIC_USE_AGENT_STORE=agent_store).items():
@@ -112,8 +105,8 @@ def _stage_env(monkeypatch, rank, world, port, agent_store=False):
     monkeypatch.delenv("TORCHELASTIC_RESTART_COUNT", raising=False)
 
 
-def test_a_stage_whose_store_nobody_hosts_fails_within_the_init_timeout(monkeypatch):
-    port = _free_port()  # nobody listens here
+def test_a_stage_whose_store_nobody_hosts_fails_within_the_init_timeout(monkeypatch, free_port):
+    port = free_port  # nobody listens here
     _stage_env(monkeypatch, 1, 2, port)
     t0 = time.monotonic()
     with pytest.raises(comm.StartupError) as info:
@@ -126,8 +119,8 @@ def test_a_stage_whose_store_nobody_hosts_fails_within_the_init_timeout(monkeypa
     assert "Connection refused" in message and "\n" not in message
 
 
-def test_a_stage_whose_peers_never_join_fails_within_the_init_timeout_naming_them(monkeypatch):
-    port = _free_port()
+def test_a_stage_whose_peers_never_join_fails_within_the_init_timeout_naming_them(monkeypatch, free_port):
+    port = free_port
     _stage_env(monkeypatch, 0, 3, port)  # stage 0 hosts the store; stages 1 and 2 never start
     t0 = time.monotonic()
     with pytest.raises(comm.StartupError) as info:
@@ -151,9 +144,9 @@ def test_a_stage_still_waiting_for_its_peers_stops_when_one_has_failed(monkeypat
     assert time.monotonic() - t0 < 120  # long before the start-up timeout: the failure stopped it
 
 
-def test_the_worker_alone_exits_1_with_one_line_naming_what_it_tried_to_reach():
+def test_the_worker_alone_exits_1_with_one_line_naming_what_it_tried_to_reach(free_port):
     # one stage of a 2-stage run, started by hand (as under torchrun) with no stage 0 anywhere
-    port = _free_port()
+    port = free_port
     env = {**os.environ, "RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
            "OMP_NUM_THREADS": "1"}
     env.pop("TORCHELASTIC_USE_AGENT_STORE", None)

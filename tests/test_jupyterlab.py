@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,12 +26,6 @@ START_TIMEOUT = 90   # s for the server to answer
 CELL_TIMEOUT = 300   # s for one cell
 
 pytestmark = pytest.mark.timeout(600)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Lab:
@@ -56,9 +49,9 @@ class Lab:
 
 
 @pytest.fixture
-def lab(tmp_path):
+def lab(tmp_path, free_port):
     token = uuid.uuid4().hex
-    port = _free_port()
+    port = free_port
     work = tmp_path / "work"
     work.mkdir()
     shutil.copy(NOTEBOOK, work / NOTEBOOK.name)

@@ -34,12 +34,6 @@ ONE_F_ONE_B = MODEL + ["--schedule", "1f1b", "--optimizer", "sgd", "--lr", "0.1"
                        "--micro-batch", "4", "--micro-batches", "4", "--steps", "1", "--warmup-steps", "1"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _config(worker_args):
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -51,8 +45,8 @@ class Nodes:
     """Launchers started as the nodes of one torchrun job, each in its own session; on exit every
     process of every node (launcher and the stage processes it started) is killed."""
 
-    def __init__(self, tmp: Path, launcher=TORCHRUN, join_timeout: float = 60):
-        self.tmp, self.launcher, self.port = tmp, launcher, _free_port()
+    def __init__(self, tmp: Path, port: int, launcher=TORCHRUN, join_timeout: float = 60):
+        self.tmp, self.launcher, self.port = tmp, launcher, port
         self.join_timeout = join_timeout
         self.procs: list[subprocess.Popen] = []
         self.family: dict[int, set[int]] = {}
@@ -136,9 +130,9 @@ class Nodes:
             self.kill_node(rank)
 
 
-def _two_nodes(tmp_path, worker_args, launcher=TORCHRUN) -> Path:
+def _two_nodes(tmp_path, port, worker_args, launcher=TORCHRUN) -> Path:
     out = tmp_path / "params"
-    with Nodes(tmp_path, launcher) as nodes:
+    with Nodes(tmp_path, port, launcher) as nodes:
         nodes.start_both([*worker_args, "--save-params", str(out), "--json", str(tmp_path / "run.json")])
         codes = nodes.wait(150)
         assert codes == [0, 0], nodes.output(0) + nodes.output(1)
@@ -148,8 +142,8 @@ def _two_nodes(tmp_path, worker_args, launcher=TORCHRUN) -> Path:
 
 
 @pytest.mark.timeout(300)
-def test_local_pipeline_on_two_torchrun_nodes_equals_the_single_process_learner(tmp_path):
-    out = _two_nodes(tmp_path, LOCAL)
+def test_local_pipeline_on_two_torchrun_nodes_equals_the_single_process_learner(tmp_path, free_port):
+    out = _two_nodes(tmp_path, free_port, LOCAL)
     cfg = _config(LOCAL)
     ref = local_reference(cfg)[0].state_dict()
     seen = set()
@@ -161,8 +155,8 @@ def test_local_pipeline_on_two_torchrun_nodes_equals_the_single_process_learner(
 
 
 @pytest.mark.timeout(300)
-def test_1f1b_on_two_plain_torchrun_nodes_equals_backprop(tmp_path):
-    out = _two_nodes(tmp_path, ONE_F_ONE_B, launcher=PLAIN_TORCHRUN)
+def test_1f1b_on_two_plain_torchrun_nodes_equals_backprop(tmp_path, free_port):
+    out = _two_nodes(tmp_path, free_port, ONE_F_ONE_B, launcher=PLAIN_TORCHRUN)
     ref = backprop_reference(_config(ONE_F_ONE_B), 1).state_dict()
     held = 0
     for s in range(2):
@@ -182,9 +176,9 @@ def _micro_batches_done(stage: psutil.Process) -> int:
 
 
 @pytest.mark.timeout(300)
-def test_a_node_that_dies_mid_run_ends_the_other_naming_its_stage(tmp_path):
+def test_a_node_that_dies_mid_run_ends_the_other_naming_its_stage(tmp_path, free_port):
     long_run = [*LOCAL, "--steps", "3000", "--heartbeat-timeout", "3"]   # minutes: it is killed long before
-    with Nodes(tmp_path) as nodes:
+    with Nodes(tmp_path, free_port) as nodes:
         nodes.start_both(long_run)
         stages = [nodes.stage_process(r) for r in (0, 1)]
         ranks = [int(s.environ()["RANK"]) for s in stages]
@@ -208,8 +202,8 @@ def test_a_node_that_dies_mid_run_ends_the_other_naming_its_stage(tmp_path):
 
 
 @pytest.mark.timeout(120)
-def test_a_node_that_never_arrives_ends_the_first_within_the_rendezvous_timeout(tmp_path):
-    with Nodes(tmp_path, join_timeout=5) as nodes:
+def test_a_node_that_never_arrives_ends_the_first_within_the_rendezvous_timeout(tmp_path, free_port):
+    with Nodes(tmp_path, free_port, join_timeout=5) as nodes:
         t0 = time.monotonic()
         first = nodes.start(0, LOCAL)
         code = first.wait(timeout=90)
