@@ -30,8 +30,9 @@ def free_port():
     hands a bound port to no other bind(0) or outgoing connection, while a server that also sets
     SO_REUSEADDR may bind and listen on it (Linux refuses a shared port only to a second
     listener). torch's TCPStore (libuv and legacy, so torchrun's c10d rendezvous and
-    MASTER_PORT) and JupyterLab (tornado) all set it. Until the server listens, a connection to
-    the port is refused, exactly as on a free port."""
+    MASTER_PORT) and JupyterLab (tornado) all set it; a server that does not fails at once with
+    EADDRINUSE, never now and then. Until the server listens, a connection to the port is
+    refused, exactly as on a free port."""
     with socket.socket() as held:
         held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         held.bind(("127.0.0.1", 0))
