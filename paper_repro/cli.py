@@ -36,6 +36,7 @@ from . import signals
 from .cliargs import float_list, int_list, json_dict, positive_float, positive_int
 from .distributed.arguments import add_arguments as add_pipeline_arguments
 from .distributed.fields import PipelineFields, TrainingFields
+from .fields import TrainFields
 from .names import (COMPUTE_STUDIES, CUT_HELP, CUTS, DATASETS, DEFAULT_CUT, DEVICES, DTYPES, MODELS,  # noqa: F401
                     MODULES_STUDY, OPTIMIZERS, PROFILES, RUN_NAMES, SIMULATED_SCHEDULES, SWEEP_STUDIES)
 
@@ -98,7 +99,8 @@ def add_train(subparsers) -> None:
     p = _parser(subparsers, "train", "train one model with one method on one data set, in one process",
                 "Train one model with one local-learning method on one data set, in one process; print a "
                 "summary and optionally write one row per step (--out).")
-    p.add_argument("--model", default="mlp",
+    t = TrainFields()
+    p.add_argument("--model", default=t.model,
                    help=f"a built-in model ({' | '.join(MODELS)}) or your own as package.module:function "
                         "(importable: installed or on PYTHONPATH; its keyword arguments from --model-kwargs) "
                         "returning an nn.Sequential, one block per entry, or a BlockNet")
@@ -108,20 +110,21 @@ def add_train(subparsers) -> None:
                         "blocks 0-3 and 4 to the last; the cut the pipeline balances by measured time). "
                         "Default: backprop in one process; on several, the local schedules' chunked-STAGES "
                         "cut by --balance (the other schedules train with backprop)")
-    p.add_argument("--dataset", default="digits", choices=DATASETS,
+    p.add_argument("--dataset", default=t.dataset, choices=DATASETS,
                    help="digits and text need no download; cifar10 and imagenet need --data-dir")
     p.add_argument("--data-dir", default=None, help="where the data set lives (see README: Data)")
     p.add_argument("--download", action="store_true",
                    help="fetch a missing CIFAR-10 into --data-dir first (torchvision's downloader)")
-    p.add_argument("--steps", type=positive_int, default=500, help="optimizer steps")
-    p.add_argument("--batch-size", type=positive_int, default=64,
+    p.add_argument("--steps", type=positive_int, default=t.steps,
+                   help="optimizer steps (several processes: steps of --batch-size examples)")
+    p.add_argument("--batch-size", type=positive_int, default=t.batch_size,
                    help="examples per step (at most the training set's size)")
-    p.add_argument("--lr", type=positive_float, default=1e-3, help="learning rate")
-    p.add_argument("--optimizer", default="adam", choices=OPTIMIZERS, help="optimizer over all parameters")
-    p.add_argument("--seed", type=int, default=0, help="seed of the weights and of the batch order")
-    p.add_argument("--eval-every", type=int, default=100,
+    p.add_argument("--lr", type=positive_float, default=t.lr, help="learning rate")
+    p.add_argument("--optimizer", default=t.optimizer, choices=OPTIMIZERS, help="optimizer over all parameters")
+    p.add_argument("--seed", type=int, default=t.seed, help="seed of the weights and of the batch order")
+    p.add_argument("--eval-every", type=int, default=t.eval_every,
                    help="steps between test-set evaluations (0: only at the end)")
-    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps")
+    p.add_argument("--device", default=t.device, help="cpu, cuda, cuda:N or mps")
     p.add_argument("--model-kwargs", type=json_dict, default={},
                    help='the model\'s keyword arguments as JSON, e.g. \'{"depth": 4, "width": 256}\'')
     p.add_argument("--data-kwargs", type=json_dict, default={},
@@ -130,10 +133,11 @@ def add_train(subparsers) -> None:
                    help="write the per-step records here; the format follows the extension: .csv, .json, "
                         ".parquet (needs pyarrow). Also written on Ctrl-C / SIGTERM, with the finished steps")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--threads", type=positive_int, default=None,
+    tr = TrainingFields()
+    p.add_argument("--threads", type=positive_int, default=t.threads,
                    help="torch threads per process (default: torch's own for one process; cores / processes "
                         "for several). On a shared or small machine 1 is often much faster")
-    p.add_argument("--eval-every-examples", type=int, default=0,
+    p.add_argument("--eval-every-examples", type=int, default=t.eval_every_examples,
                    help="evaluate the net on a fixed training subset each time the examples seen cross a "
                         "multiple of this (0: off); --stop-loss compares with it")
     p.add_argument("--train-eval-examples", type=positive_int, default=None,
@@ -147,11 +151,11 @@ def add_train(subparsers) -> None:
     p.add_argument("--checkpoint", default=None, metavar="DIR",
                    help="save the run's state in DIR (one process: every minute; several: every "
                         "--checkpoint-every updates and on Ctrl-C / SIGTERM); --resume goes on from it")
-    p.add_argument("--checkpoint-every", type=int, default=0,
+    p.add_argument("--checkpoint-every", type=int, default=tr.checkpoint_every,
                    help="several processes: updates between checkpoints (0: only on Ctrl-C / SIGTERM)")
     p.add_argument("--resume", action="store_true", help="go on from the checkpoint in --checkpoint DIR")
     g = p.add_argument_group("several processes (one per pipeline stage, or DDP replicas)")
-    d, t = PipelineFields(), TrainingFields()
+    d = PipelineFields()
     g.add_argument("--stages", type=positive_int, default=1,
                    help="processes: 1 trains here; S > 1 launches S processes on this machine (the same "
                         "worker runs under torchrun across nodes: python -m paper_repro.distributed.run "
@@ -173,7 +177,7 @@ def add_train(subparsers) -> None:
     g.add_argument("--timeout", type=positive_float, default=d.timeout, help="seconds any one message may take")
     g.add_argument("--launch-timeout", type=positive_float, default=None,
                    help="seconds the whole run may take (default: no limit)")
-    p.set_defaults(func=Handler(HANDLERS["train"]), eval_examples=t.eval_examples)
+    p.set_defaults(func=Handler(HANDLERS["train"]), eval_examples=tr.eval_examples)
 
 
 # ---------------------------------------------------------------------------------- sweep

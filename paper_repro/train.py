@@ -52,30 +52,19 @@ from . import build, methods, models
 from .build import build_model, load_data, make_optimizer, optimizer_impl  # noqa: F401  (re-exported)
 from .config import (OPTIMIZERS, DataParts, ModelParts, OptimParts, check_device,  # noqa: F401  (re-exported)
                      check_positive_int)
+from .fields import TrainFields
 
 
 @dataclass
-class TrainConfig(ModelParts, DataParts, OptimParts):
-    """One training run. Model, data and optimizer fields come from :mod:`paper_repro.config`
-    (``model``, ``model_kwargs``; ``dataset``, ``data_dir``, ``data_kwargs``; ``optimizer``,
-    ``lr``, ``momentum``, ``weight_decay``), all passed as flat keyword arguments.
+class TrainConfig(TrainFields, ModelParts, DataParts, OptimParts):
+    """One training run: the fields of :class:`paper_repro.fields.TrainFields` (their defaults are
+    what ``paper-repro train`` shows), with :meth:`validate`. Model, data and optimizer fields come
+    from :mod:`paper_repro.config` (``model``, ``model_kwargs``; ``dataset``, ``data_dir``,
+    ``data_kwargs``; ``optimizer``, ``lr``, ``momentum``, ``weight_decay``), all passed as flat
+    keyword arguments.
 
     ``model`` and ``method`` may be None when a learner is handed to :func:`train`: they
     are then taken from it. A named ``model`` / ``method`` must match the learner's."""
-    method: str | None = "backprop"  # backprop | greedy | overlapping | chunked-K
-    steps: int = 500
-    batch_size: int = 64
-    seed: int = 0
-    eval_every: int = 100           # 0: evaluate only at the end
-    eval_examples: int | None = 2000
-    eval_every_examples: int = 0    # 0: no training-subset evaluation
-    train_eval_examples: int | None = None  # None: the whole training split
-    stop_loss: float | None = None  # stop at the first train_eval_loss <= stop_loss
-    stop_overshoot: float = 0.0     # ... after this fraction more examples
-    micro_batches: int = 1          # gradient accumulation: each step's batch in this many parts
-    threads: int | None = None      # torch threads of this process (None: leave torch's setting)
-    device: str = "cpu"
-    progress: bool = True
 
     def validate(self) -> None:
         for key in ("steps", "batch_size", "micro_batches"):
