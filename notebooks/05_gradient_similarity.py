@@ -155,6 +155,7 @@ assert df.groupby(["method", "seed", "step"]).layer.apply(sorted).map(list(range
 assert final(df[df.layer == depth]) and final(df[(df.method == "chunked-2") & (df.layer >= 4)])
 assert claims.layer.tolist() == list(range(1, depth + 1)) and claims.measured.between(-1, 1).all(), claims
 assert len(summary) == len(S["ablation"]["variants"]) == layers.variant.nunique(), summary
-assert layers.measured.between(-1, 1).all() and (summary[f"layer_{depth}"] == 1).all()
+last = layers.sort_values("layer").groupby("variant").measured.last()   # variants may change the depth
+assert layers.measured.between(-1, 1).all() and ((last - 1).abs() < 1e-3).all(), last
 if profile == "quick":
     assert (claims.measured.diff().dropna() > -0.05).all() and claims.measured.iloc[-1] - claims.measured.iloc[0] > 0.3
