@@ -199,7 +199,7 @@ class Session:
         if self.training.resume:
             manifest = read_manifest(self.training.checkpoint)
             path = Path(self.training.checkpoint) / manifest["files"][self.ctx.rank]
-            state = torch.load(path, map_location=self.ctx.device, weights_only=False)
+            state = torch.load(path, map_location="cpu", weights_only=True)   # the random state stays on the host
             holder.load_state_dict(state["modules"])
             optimizer.load_state_dict(state["optimizer"])
             self.rows, self.times, self.evals = state["rows"], state["times"], state["evals"]
