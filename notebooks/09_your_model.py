@@ -122,8 +122,10 @@ if profile == "quick":
 #
 # `estimate.pipeline_estimate` predicts both from this network's measured FLOPs per block,
 # the shapes at the cuts and the bytes autograd keeps for backward, on an ideal machine
-# (sending costs no time, every operation runs at the same speed). `speedup` is throughput
-# relative to one device running backprop.
+# (sending costs no time, every operation runs at the same speed). Its rows are those of
+# `simulate` and `bench pipeline` (`local`, `local/M`, `1f1b`, `1f1b-recompute`, one optimizer
+# step per micro-batch or per step); `speedup` is throughput relative to one device running
+# backprop (`prediction.attrs["one_device"]`).
 
 # %%
 x, y = data.batch("train", torch.arange(micro_batch))
@@ -131,9 +133,8 @@ torch.manual_seed(seed)
 prediction = estimate.pipeline_estimate(my_cnn, x, y, devices=devices, num_classes=data.num_classes)
 shown = prediction.assign(
     kflops_per_sample=prediction["flops_per_sample"] / 1e3,
-    bytes_per_sample=prediction["bytes_forward"].astype(str) + " forward, " + prediction["bytes_backward"].astype(str)
-    + " back",
-    peak_memory_kib=prediction["peak_memory_bytes"].map(lambda v: [round(b / 1024) for b in v]))
+    bytes_per_sample=prediction["comm_bytes_per_sample"].map(lambda c: f"{c['forward']:g} forward, {c['backward']:g} back"),
+    peak_memory_kib=prediction["peak_mem_bytes_per_stage"].map(lambda v: [round(b / 1024) for b in v]))
 display(shown[["training", "kflops_per_sample", "speedup", "bytes_per_sample", "peak_memory_kib"]].round(2))
 
 # %% [markdown]
@@ -146,16 +147,16 @@ display(shown[["training", "kflops_per_sample", "speedup", "bytes_per_sample", "
 #
 # ```bash
 # paper-repro simulate --model my_package.models:my_cnn --model-kwargs '{"width": 16}' \
-#     --channels 1 --image-size 8 --stages 4 --micro-batch 32 --schedule local,1f1b
+#     --channels 1 --image-size 8 --stages 4 --micro-batch 32 --schedule local,local/M,1f1b,1f1b-recompute
 # paper-repro bench pipeline --model my_package.models:my_cnn --model-kwargs '{"width": 16}' \
-#     --channels 1 --image-size 8 --stages 2 --schedule local,1f1b
+#     --channels 1 --image-size 8 --stages 2 --schedule local,local/M,1f1b,1f1b-recompute --repeats 3
 # ```
 
 # %% [markdown]
 # ## Checks
 # The numbers behind the figures and the table: every method starts from the same loss (same
 # initial weights, same first batch) and trains to the end; one device running backprop is the
-# reference (speedup 1, nothing sent); each speedup is its FLOPs per sample against that
+# reference; each speedup is its FLOPs per sample against that
 # reference's, above 1 and at most the number of devices; only pipelined backprop sends
 # gradients back; the local pipeline needs no more memory on any device than pipelined backprop.
 # These hold at every profile.
@@ -163,11 +164,12 @@ display(shown[["training", "kflops_per_sample", "speedup", "bytes_per_sample", "
 # %%
 start = records[records.step == 1].set_index("method").final_loss
 assert start.max() - start.min() < 1e-5 and (summary.status == "finished").all() and (summary.steps == steps).all()
-one, pipelined, local = (prediction.iloc[i] for i in range(3))
-assert one.speedup == 1 and one.bytes_forward == one.bytes_backward == 0 and one.devices == 1, prediction
-ratio = prediction.flops_per_sample.iloc[0] / prediction.flops_per_sample
-assert (ratio - prediction.speedup).abs().max() < 1e-9 and (prediction.speedup.iloc[1:] > 1).all()
-assert (prediction.speedup.iloc[1:] <= devices).all() and (prediction.devices.iloc[1:] == devices).all()
-assert pipelined.bytes_backward > 0 and local.bytes_backward == 0 and local.bytes_forward > 0, prediction
-assert len(local.peak_memory_bytes) == len(pipelined.peak_memory_bytes) == devices
-assert all(a <= b for a, b in zip(local.peak_memory_bytes, pipelined.peak_memory_bytes)), prediction
+rows = prediction.set_index("schedule")
+local, pipelined = rows.loc["local"], rows.loc["1f1b"]
+ratio = prediction.attrs["one_device"]["flops_per_sample"] / prediction.flops_per_sample
+assert (ratio - prediction.speedup).abs().max() < 1e-9 and (prediction.speedup > 1).all()
+assert (prediction.speedup <= devices).all() and (prediction.stages == devices).all()
+assert pipelined.comm_bytes_per_sample["backward"] > 0 and local.comm_bytes_per_sample["backward"] == 0, prediction
+assert local.comm_bytes_per_sample["forward"] > 0, prediction
+assert len(local.peak_mem_bytes_per_stage) == len(pipelined.peak_mem_bytes_per_stage) == devices
+assert all(a <= b for a, b in zip(local.peak_mem_bytes_per_stage, pipelined.peak_mem_bytes_per_stage)), prediction

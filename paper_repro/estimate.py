@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import copy
 import time
-from types import SimpleNamespace
 from typing import Callable
 
 import pandas as pd
@@ -50,6 +49,8 @@ import torch.nn as nn
 
 from . import cost, methods
 from .blocknet import BlockNet, grad_input
+from .data import InputSpec
+from .distributed.config import PipelineConfig
 from .distributed.memory import SavedTensorMeter
 from .distributed.split import boundary_info, plan_stages
 from .distributed.split import balanced_split
@@ -60,11 +61,11 @@ from .report_table import format_table
 ADAM_STATE = 2  # tensors of optimizer state per parameter (Adam: first and second moments)
 
 
-def _spec(x: torch.Tensor, y: torch.Tensor, num_classes: int):
+def _spec(x: torch.Tensor, y: torch.Tensor, num_classes: int) -> InputSpec:
     """The shape description the pipeline helpers read, for the micro-batch ``(x, y)``."""
     if y.dim() == 2:  # next-token targets
-        return SimpleNamespace(kind="text", num_classes=num_classes, seq_len=x.shape[1], input_shape=(x.shape[1],))
-    return SimpleNamespace(kind="image", num_classes=num_classes, seq_len=None, input_shape=tuple(x.shape[1:]))
+        return InputSpec.text(num_classes, x.shape[1])
+    return InputSpec.image(num_classes, x.shape[1:])
 
 
 def _state_bytes(params) -> int:
@@ -138,13 +139,20 @@ def _step_seconds(learner, x: torch.Tensor, y: torch.Tensor, reps: int = 3) -> f
 def pipeline_estimate(make_net: Callable[[], BlockNet | nn.Sequential], x: torch.Tensor, y: torch.Tensor,
                       devices: int, micro_batches: int = 16, num_classes: int | None = None,
                       balance: str = DEFAULT_CUT) -> Estimate:
-    """One row per way of training (1 device backprop; ``devices``-stage pipelined backprop,
-    1F1B; the ``devices``-stage local pipeline, one chunk per device; 1F1B with recomputation)
-    with ``schedule`` (the names of ``simulate`` and ``bench``), ``flops_per_sample`` (the
-    slowest device's, bubbles included), ``speedup`` (throughput relative to one device),
-    ``samples_per_s`` (at this machine's speed), ``bytes_forward`` / ``bytes_backward`` per
-    sample between devices, ``peak_memory_bytes`` and ``busy_fraction_per_stage`` per device
-    (lists). The devices get contiguous pieces of the net cut by ``balance`` (``"time"``,
+    """One row per schedule of :data:`paper_repro.names.PLANNING_SCHEDULES`, in the order of every
+    tool's table: the ``devices``-stage local pipeline, one chunk per device (``local``; ``local/M``,
+    its optimizer stepping once per step, costs the same on the ideal machine), pipelined backprop
+    on the same cut (``1f1b``) and 1F1B with recomputation (``1f1b-recompute``). Columns, named as
+    in ``simulate``'s and ``bench pipeline``'s records: ``schedule``, ``stages``, ``micro_batch``,
+    ``micro_batches``, ``samples_per_s`` (at this machine's speed), ``comm_bytes_per_sample``
+    (``{"forward": bytes, "backward": bytes}`` between devices), ``peak_mem_bytes_per_stage`` and
+    ``busy_fraction_per_stage`` (lists, one per device), ``split`` (the cut: ``{"blocks": [...]}``),
+    ``balance``, ``method``; and the estimate's own ``training`` (in words), ``flops_per_sample``
+    (the slowest device's, bubbles included) and ``speedup`` (throughput relative to one device
+    running backprop, whose numbers are in ``.attrs["one_device"]``). ``devices``,
+    ``bytes_forward``, ``bytes_backward`` and ``peak_memory_bytes`` repeat ``stages``,
+    ``comm_bytes_per_sample`` and ``peak_mem_bytes_per_stage`` under their former names for one
+    release. The devices get contiguous pieces of the net cut by ``balance`` (``"time"``,
     ``"flops"`` or ``"blocks"``). ``make_net()`` returns a fresh BlockNet or nn.Sequential
     (wrapped with ``num_classes`` default heads); a model given instead of a function is
     deep-copied for each build. Printed, the result is the table of every tool."""
@@ -212,8 +220,8 @@ def pipeline_estimate(make_net: Callable[[], BlockNet | nn.Sequential], x: torch
         return own + heads
 
     param_bytes = sum(p.numel() * p.element_size() for p in bp.net.parameters())
-    comm = {k: predicted_comm(SimpleNamespace(schedule=k, micro_batch=b, micro_batches=micro_batches), plan,
-                              boundary_info(local, spec, x.dtype), spec, param_bytes) for k in ("local", "1f1b")}
+    comm = {k: predicted_comm(PipelineConfig(schedule=k, stages=devices, micro_batch=b, micro_batches=micro_batches),
+                              plan, boundary_info(local, spec, x.dtype), spec, param_bytes) for k in ("local", "1f1b")}
     bubble = (micro_batches + devices - 1) / micro_batches
     # recomputation: every forward runs again in the backward; a device keeps only the stage
     # inputs of its micro-batches in flight, and one micro-batch's saved tensors at a time
@@ -223,27 +231,38 @@ def pipeline_estimate(make_net: Callable[[], BlockNet | nn.Sequential], x: torch
     one_step = _step_seconds(bp, x, y)
     common = dict(micro_batch=b, micro_batches=micro_batches, balance=balance)
 
-    def row(training, schedule, stages, stage_flops, slowest, comm_bytes, memory):
+    def row(training, schedule, stage_flops, slowest, comm_bytes, memory):
         speedup = one_device / slowest
-        return dict(training=training, schedule=schedule, devices=stages, stages=stages, flops_per_sample=slowest,
-                    speedup=speedup, samples_per_s=speedup * b / one_step,
-                    bytes_forward=comm_bytes[0], bytes_backward=comm_bytes[1], peak_memory_bytes=memory,
-                    comm_bytes_per_sample={"forward": comm_bytes[0], "backward": comm_bytes[1]},
+        comm_bytes = {"forward": comm_bytes[0], "backward": comm_bytes[1]}
+        return dict(training=training, schedule=schedule, stages=devices, flops_per_sample=slowest,
+                    speedup=speedup, samples_per_s=speedup * b / one_step, comm_bytes_per_sample=comm_bytes,
                     peak_mem_bytes_per_stage=memory, busy_fraction_per_stage=[f / slowest for f in stage_flops],
-                    method="backprop" if schedule != "local" else method, **common)
+                    method="backprop" if not schedule.startswith("local") else method, split=plan.to_dict(),
+                    **common,
+                    # former names of stages, comm_bytes_per_sample and peak_mem_bytes_per_stage
+                    # (deprecated, removed in the next release)
+                    devices=devices, bytes_forward=comm_bytes["forward"], bytes_backward=comm_bytes["backward"],
+                    peak_memory_bytes=memory)
 
+    bp_comm = (comm["1f1b"]["forward"], comm["1f1b"]["backward"])
+    local_row = (local_stage, max(local_stage), (comm["local"]["forward"], comm["local"]["backward"]),
+                 [_state_bytes(stage_params(local, s)) + local_saved[s] for s in range(devices)])
+    # rows in the order of every tool's table; on the ideal machine an optimizer step costs
+    # nothing, so local/M (one step per M micro-batches) predicts what local does
     rows = [
-        row("backprop, 1 device", "backprop", 1, [one_device], one_device, (0, 0),
-            [_state_bytes(bp.parameters()) + _saved_bytes(lambda: bp.losses(x, y)[0])]),
-        row(f"pipelined backprop (1F1B), {devices} devices", REFERENCE, devices, bp_stage, max(bp_stage) * bubble,
-            (comm["1f1b"]["forward"], comm["1f1b"]["backward"]),
+        row(f"local pipeline ({method}), {devices} devices", "local", *local_row),
+        row(f"local pipeline ({method}), one optimizer step per {micro_batches} micro-batches, {devices} devices",
+            "local/M", *local_row),
+        row(f"pipelined backprop (1F1B), {devices} devices", REFERENCE, bp_stage, max(bp_stage) * bubble, bp_comm,
             [_state_bytes(stage_params(bp, s)) + (devices - s) * bp_saved[s] for s in range(devices)]),
-        row(f"local pipeline ({method}), {devices} devices", "local", devices, local_stage, max(local_stage),
-            (comm["local"]["forward"], comm["local"]["backward"]),
-            [_state_bytes(stage_params(local, s)) + local_saved[s] for s in range(devices)]),
-        row(f"pipelined backprop (1F1B, recomputation), {devices} devices", RECOMPUTE_REFERENCE, devices, rc_stage,
-            max(rc_stage) * bubble, (comm["1f1b"]["forward"], comm["1f1b"]["backward"]),
+        row(f"pipelined backprop (1F1B, recomputation), {devices} devices", RECOMPUTE_REFERENCE, rc_stage,
+            max(rc_stage) * bubble, bp_comm,
             [_state_bytes(stage_params(bp, s)) + bp_saved[s] + (devices - s - 1) * stage_input[s]
              for s in range(devices)]),
     ]
-    return Estimate(rows)
+    est = Estimate(rows)
+    est.attrs["one_device"] = dict(training="backprop, 1 device", flops_per_sample=one_device,
+                                   samples_per_s=b / one_step,
+                                   peak_mem_bytes=_state_bytes(bp.parameters())
+                                   + _saved_bytes(lambda: bp.losses(x, y)[0]))
+    return est

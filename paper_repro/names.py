@@ -54,6 +54,11 @@ RUN_NAMES = ("local", "local/M", *PIPELINED_BACKPROP, "ddp")
 # what the simulator can replay
 SIMULATED_SCHEDULES = (*LOCAL_SCHEDULES, "gpipe", "gpipe-recompute", "1f1b", "1f1b-recompute",
                        "interleaved-1f1b", "interleaved-1f1b-recompute", "interleaved-zb", "zbv", "dualpipev")
+# the order of a result table's rows (every tool): the local schedules, then pipelined backprop
+# with one stage per process, with two, then data parallelism
+SCHEDULE_ORDER = (*LOCAL_SCHEDULES, "gpipe", "gpipe-recompute", *SINGLE_STAGE[1:], *MULTI_STAGE, "ddp")
+# the rows estimate gives, and the set to ask simulate and bench for to compare the three
+PLANNING_SCHEDULES = (*LOCAL_SCHEDULES, "1f1b", "1f1b-recompute")
 # former spellings -> the names above
 SCHEDULE_ALIASES = {"local-per-step": "local/M", "zb-interleaved": "interleaved-zb"}
 # the references of a result table's ratio columns

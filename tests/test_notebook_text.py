@@ -75,6 +75,6 @@ def test_the_simulate_command_of_notebook_09_runs_on_its_own_network(tmp_path, m
     out = tmp_path / "sim.json"
     assert main([*shlex.split(command)[1:], "--reps", "1", "--json", str(out)]) == 0, capsys.readouterr().err
     records = {r["schedule"]: r for r in json.loads(out.read_text())}
-    assert set(records) == {"local", "1f1b"} and all(r["stages"] == 4 and r["micro_batch"] == 32
+    assert list(records) == ["local", "local/M", "1f1b", "1f1b-recompute"] and all(r["stages"] == 4 and r["micro_batch"] == 32
                                                      for r in records.values())
     assert records["local"]["comm_bytes_per_sample"]["backward"] == 0 < records["1f1b"]["comm_bytes_per_sample"]["backward"]

@@ -169,17 +169,18 @@ def test_the_table_has_every_column_a_legend_and_every_stage():
                _record("local", stages, 150.0), _record("local", stages, 120.0, update_every=16)]
     text = report_table.format_table(records)
     head = text.splitlines()[0]
-    for column in ("schedule", "S", "B", "M", "samples/s", "x1f1b", "x1f1b-recompute", "fwd B/sample",
-                   "bwd B/sample", "peak MiB per stage", "busy per stage"):
+    for column in ("schedule", "S", "B", "M", "samples/s", "min-max", "x1f1b", "x1f1b-recompute", "fwd B/sample",
+                   "bwd B/sample", "blocks per stage", "peak MiB per stage", "busy per stage"):
         assert column in head, column
-    for word in ("S:", "B:", "M:", "x1f1b", "x1f1b-recompute", "fwd B/sample", "peak MiB", "busy"):
+    for word in ("S:", "B:", "M:", "x1f1b", "x1f1b-recompute", "fwd B/sample", "peak MiB", "busy", "min-max:",
+                 "blocks per stage:"):
         assert word in text.split("\n\n")[-1], word       # the legend explains every header
     for s in range(stages):
         assert f"{0.5 + s / 100:.2f}" in text             # busy of every stage, none cut off
         assert f"{s + 1:.1f}" in text                     # memory of every stage
     assert "..." not in text
     local = next(line for line in text.splitlines() if line.startswith("local "))
-    assert re.search(r"150\.0\s+1\.50\s+1\.88", local)    # ratio to 1F1B and to 1F1B with recomputation
+    assert re.search(r"150\.0\s+-\s+1\.50\s+1\.88", local)  # no spread; ratio to 1F1B and to 1F1B+recompute
     assert any(line.startswith("local/M ") for line in text.splitlines())
 
 

@@ -51,8 +51,10 @@ def test_uniform_times_print_a_table_and_write_json_and_gantt(tmp_path, capsys):
     assert one["1f1b"]["makespan_s"] == pytest.approx((8 + 3) * 3)
     assert one["1f1b"]["bubble_fraction"] == pytest.approx(3 / 11)
     for key in ("schedule", "stages", "micro_batch", "samples_per_s", "makespan_s", "bubble_fraction",
-                "busy_per_stage", "peak_mem_bytes_per_stage"):
+                "busy_fraction_per_stage", "peak_mem_bytes_per_stage"):
         assert key in one["zbv"]
+    assert one["zbv"]["busy_per_stage"] == one["zbv"]["busy_fraction_per_stage"]     # the former name, one release
+    assert [r["schedule"] for r in records] == ["local", "gpipe", "1f1b", "zbv"]     # the tables' row order
     assert png.stat().st_size > 10_000
 
 

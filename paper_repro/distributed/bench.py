@@ -21,6 +21,8 @@ from .planning import prepare, timed_update_every
 from .config import MULTI_STAGE, PipelineConfig
 from .inputs import label_info
 from .options import configs_for, settings_dict
+from .report import named
+from ..report_table import ordered
 from .split import boundary_records, stage_boundaries
 from .timing import predicted_comm
 
@@ -33,7 +35,9 @@ def run_pipeline(configs: PipelineConfig | list[PipelineConfig], *, timeout: flo
     windows across stages) raise ValueError before any process starts, and a measured
     (time-balanced) cut is measured once, in this process, and handed to every process as an
     explicit ``method`` / ``split`` / ``block_split`` (the record's ``balance`` still says how
-    it was found)."""
+    it was found). A local pipeline stepping once per step is recorded as ``local/M``
+    (:func:`.report.named`); the records come in the row order of every tool's table
+    (:func:`paper_repro.report_table.ordered`; repeats of a run in the order they ran)."""
     configs = [configs] if isinstance(configs, PipelineConfig) else list(configs)
     if any(c.device == "cuda" for c in configs):    # before a measured cut touches the device
         check_gpus(max(c.validate().processes for c in configs if c.device == "cuda"))
@@ -50,7 +54,11 @@ def run_pipeline(configs: PipelineConfig | list[PipelineConfig], *, timeout: flo
         # measured cuts are fixed here, once, so that every process and every repeat uses the same one
         method, split, blocks = cuts[key]
         resolved.append(dataclasses.replace(cfg, method=method, split=split, block_split=blocks))
-    return launch(resolved, timeout=timeout, progress=progress, **launch_kwargs)
+    try:
+        return ordered(named(launch(resolved, timeout=timeout, progress=progress, **launch_kwargs)))
+    except KeyboardInterrupt as stop:      # Ctrl-C / SIGTERM: the runs that had finished, named alike
+        named(getattr(stop, "partial_records", None) or [])
+        raise
 
 
 def _cut(cfg: PipelineConfig) -> tuple:
@@ -110,7 +118,8 @@ def comm_only(configs: PipelineConfig | list[PipelineConfig]) -> list[dict]:
         B, M = cfg.micro_batch, cfg.micro_batches
         lshape, ldtype = label_info(spec)
         records.append({
-            "schedule": cfg.schedule, "comm_only": True,
+            "schedule": "local/M" if cfg.schedule == "local" and cfg.update_every == M > 1 else cfg.schedule,
+            "comm_only": True, "update_every": cfg.update_every if cfg.schedule == "local" else None,
             "method": cfg.local_method if cfg.schedule == "local" else "backprop",
             "model": cfg.model, "model_kwargs": cfg.model_kwargs, "image_size": cfg.image_size,
             "stages": cfg.stages, "micro_batch": B, "micro_batches": M, "dtype": cfg.dtype,

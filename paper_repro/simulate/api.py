@@ -1,9 +1,13 @@
 """One call from settings to simulated records: what ``paper-repro simulate`` and the notebook use.
 
-A record has the keys of ``bench pipeline``'s records that a simulation can fill (``schedule``,
-``stages``, ``micro_batch``, ``micro_batches``, ``samples_per_s``, ``peak_mem_bytes_per_stage``)
-plus ``makespan_s``, ``bubble_fraction``, ``busy_per_stage``, ``memory_per_stage`` and where the
-costs came from (``costs``: ``calibrated`` with the calibration's hardware, or ``uniform``).
+A record has the keys of ``bench pipeline``'s records that a simulation can fill, under the same
+names (``schedule``, ``stages``, ``micro_batch``, ``micro_batches``, ``samples_per_s``,
+``busy_fraction_per_stage``, ``peak_mem_bytes_per_stage``, ``memory_per_stage``,
+``comm_bytes_per_sample``, ``balance`` and the cut, ``split``: ``{"blocks": [...]}``, one list
+per piece) plus ``makespan_s``, ``bubble_fraction`` and where the costs came from (``costs``:
+``calibrated`` with the calibration's hardware, or ``uniform``). ``busy_per_stage`` repeats
+``busy_fraction_per_stage`` under its former name for one release. Records come in the row order
+of every tool's table (:func:`paper_repro.report_table.ordered`).
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import dataclasses
 from ..distributed.config import PipelineConfig
 from ..names import DEFAULT_CUT
 from ..report_table import format_table as _format_table
+from ..report_table import ordered
 from .calibrate import BlockCosts, measure
 from .costs import fresh_share, pieces, schedule_costs, uniform_costs
 from .engine import Link, Result, simulate
@@ -85,6 +90,7 @@ def run(cfg: PipelineConfig, schedules: list[str], micro_batch_sizes: list[int],
             if cut is not None:
                 record["comm_bytes_per_sample"] = comm_per_sample(bc, schedule, S, cut)
                 record["balance"] = balance
+                record["split"] = {"blocks": cut}
             if cut is not None and memory:
                 mem = stage_memory(meta, schedule, S, B, M, cut, cfg.optimizer, cfg.max_in_flight)
                 record["memory_per_stage"] = mem
@@ -92,7 +98,7 @@ def run(cfg: PipelineConfig, schedules: list[str], micro_batch_sizes: list[int],
             if keep:
                 record["result"] = result
             records.append(record)
-    return records
+    return ordered(records)
 
 
 def _record(cfg: PipelineConfig, result: Result, bc: BlockCosts | None) -> dict:

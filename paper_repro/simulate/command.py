@@ -16,6 +16,7 @@ from pathlib import Path
 from ..commands import check_writable
 from ..distributed.config import PipelineConfig
 from ..plots.simulate import plot_gantt
+from ..report_table import ordered
 from . import api
 from .engine import Link
 
@@ -43,6 +44,7 @@ def run_simulate_command(args) -> int:
         records += api.run(cfg, schedules, args.micro_batch, block_costs=bc, uniform=args.uniform_times, link=link,
                            balance=args.balance, memory=not args.no_memory, keep=bool(args.gantt),
                            skipped=skipped, input=args.input)
+    records = ordered(records)
     print(api.format_table(records))
     for line in skipped or []:
         print(f"not simulated: {line}")

@@ -105,18 +105,27 @@ class Result:
     micro_batches: int
     makespan_s: float               # the first step alone, from its first action to its last optimizer step
     samples_per_s: float            # over the timed steps (see _summarise)
-    busy_per_stage: list[float]     # computing / window, timed steps
+    busy_fraction_per_stage: list[float]     # computing / window, timed steps
     intervals: list[Interval]
 
     @property
+    def busy_per_stage(self) -> list[float]:
+        """The former name of ``busy_fraction_per_stage``."""
+        return self.busy_fraction_per_stage
+
+    @property
     def bubble_fraction(self) -> float:
-        return 1.0 - sum(self.busy_per_stage) / len(self.busy_per_stage)
+        return 1.0 - sum(self.busy_fraction_per_stage) / len(self.busy_fraction_per_stage)
 
     def to_dict(self) -> dict:
+        """The record's keys, named as in ``estimate``'s and ``bench pipeline``'s records;
+        ``busy_per_stage`` repeats ``busy_fraction_per_stage`` under its former name (deprecated,
+        removed in the next release)."""
         return {"schedule": self.schedule, "stages": self.stages, "micro_batch": self.micro_batch,
                 "micro_batches": self.micro_batches, "samples_per_s": self.samples_per_s,
                 "makespan_s": self.makespan_s, "bubble_fraction": self.bubble_fraction,
-                "busy_per_stage": self.busy_per_stage}
+                "busy_fraction_per_stage": self.busy_fraction_per_stage,
+                "busy_per_stage": self.busy_fraction_per_stage}
 
 
 def simulate(schedule: str, costs: Costs, micro_batches: int, micro_batch: int = 1, *, link: Link | None = None,

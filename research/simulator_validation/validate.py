@@ -38,6 +38,7 @@ from paper_repro.distributed.config import PipelineConfig
 from paper_repro.distributed.bench import run_pipeline
 from paper_repro.distributed.report import median_records
 from paper_repro.hardware import hardware_label
+from paper_repro.names import LOCAL_SCHEDULES
 from paper_repro.simulate.calibrate import measure
 from paper_repro.simulate.costs import fresh_share, schedule_costs
 from paper_repro.simulate.engine import Link, simulate
@@ -102,9 +103,9 @@ def against(records: list[dict], reps: int = 3, link: Link | None = None, replay
         raise ValueError("coupled applies to a replay: give replay rounds too")
     # the simulated local schedule holds one local module per stage (the paper's setting)
     skipped = [f"{r['schedule']} {r.get('method')} micro-batch {r['micro_batch']}" for r in records
-               if r["schedule"] == "local" and not _one_module_per_stage(r)]
-    records = [r for r in records if r["schedule"] in REAL_SCHEDULES and not r.get("comm_only")
-               and not (r["schedule"] == "local" and not _one_module_per_stage(r))]
+               if r["schedule"] in LOCAL_SCHEDULES and not _one_module_per_stage(r)]
+    records = [r for r in records if r["schedule"] in (*REAL_SCHEDULES, "local/M") and not r.get("comm_only")
+               and not (r["schedule"] in LOCAL_SCHEDULES and not _one_module_per_stage(r))]
     if not any(r["schedule"] == "1f1b" for r in records):
         raise ValueError("the records hold no 1f1b run, the reference of every ratio")
     rows = []
@@ -179,14 +180,15 @@ def record_job(r: dict) -> Job:
                          warmup_steps=r.get("warmup_steps", 1), optimizer=r.get("optimizer", "adam"),
                          dtype=r.get("dtype", "float32"), num_classes=r.get("num_classes", 10),
                          seq_len=r.get("seq_len", 64), threads=r.get("threads_per_process"),
-                         device=r.get("device", "cpu"), method=r.get("method") if r["schedule"] == "local" else None,
-                         update_every=every if r["schedule"] == "local" else 1)
+                         device=r.get("device", "cpu"), method=r.get("method") if r["schedule"] in LOCAL_SCHEDULES else None,
+                         update_every=every if r["schedule"] in LOCAL_SCHEDULES else 1)
     return Job(cfg, record_schedule(r), tuple(tuple(b) for b in r["split"]["blocks"]))
 
 
 def record_schedule(r: dict) -> str:
     """The simulator's name for a ``bench pipeline`` record's schedule: the local pipeline stepping
-    once per step (``update_every`` = micro-batches per step) is ``local/M``."""
+    once per step (``update_every`` = micro-batches per step) is ``local/M`` (as newer records
+    name it themselves)."""
     M, every = r["micro_batches"], r.get("update_every") or 1
     return "local/M" if r["schedule"] == "local" and every == M and M > 1 else r["schedule"]
 
