@@ -35,6 +35,26 @@ SPLITS = ("train", "test")
 TEXT_LEVELS = ("byte", "char")
 
 
+@dataclass(frozen=True)
+class InputSpec:
+    """What a model takes, without any data: the four fields a :class:`DataSet` also has, for
+    inputs described by shape alone (a pipeline's synthetic inputs, estimate's micro-batch)."""
+    kind: str                       # 'image' | 'text'
+    num_classes: int                # classes, or vocabulary size for text
+    input_shape: tuple              # (C, H, W) for images, (seq_len,) for text
+    seq_len: int | None = None      # text only
+
+    @classmethod
+    def text(cls, num_classes: int, seq_len: int) -> InputSpec:
+        """Windows of ``seq_len`` token ids from a vocabulary of ``num_classes``."""
+        return cls("text", num_classes, (seq_len,), seq_len)
+
+    @classmethod
+    def image(cls, num_classes: int, shape: tuple) -> InputSpec:
+        """Images of ``shape`` (C, H, W) in ``num_classes`` classes."""
+        return cls("image", num_classes, tuple(shape))
+
+
 @dataclass(eq=False)
 class DataSet:
     name: str                       # 'digits' | 'cifar10' | 'imagenet' | 'text'

@@ -8,6 +8,7 @@ import torch
 import torch.nn as nn
 
 from paper_repro import cli, methods, models
+from paper_repro.data import InputSpec
 from paper_repro.distributed import report
 from paper_repro.distributed.memory import SavedTensorMeter, saved_bytes_of, state_bytes
 from paper_repro.distributed.config import PipelineConfig
@@ -189,7 +190,7 @@ def test_targets_compare_runs_side_by_side():
 
 def test_predicted_comm_for_ddp_is_a_ring_allreduce():
     learner = methods.build(models.mlp(depth=4, width=8, in_dim=4), "chunked-2")
-    spec = SimpleNamespace(kind="image", input_shape=(1, 2, 2), seq_len=None, num_classes=10)
+    spec = InputSpec.image(10, (1, 2, 2))
     infos = boundary_info(learner, spec)
     cfg = PipelineConfig(schedule="ddp", stages=2, micro_batch=2, micro_batches=4)
     plan = plan_stages(learner, 2)
@@ -548,6 +549,8 @@ def test_synthetic_input_text_feeds_a_token_model_of_your_own(capsys):
     assert cli.main([*args, "--input", "text"]) == 0
     assert "local" in capsys.readouterr().out
     cfg = PipelineConfig(model="user_models:byte_lm", input="text", seq_len=8, num_classes=256)
-    assert data_spec(cfg)[1].kind == "text" and data_spec(cfg)[1].input_shape == (8,)
+    assert data_spec(cfg) == (None, InputSpec(kind="text", num_classes=256, input_shape=(8,), seq_len=8))
+    images = PipelineConfig(model="user_models:byte_lm", channels=3, image_size=5, num_classes=7)
+    assert data_spec(images) == (None, InputSpec(kind="image", num_classes=7, input_shape=(3, 5, 5), seq_len=None))
     with pytest.raises(ValueError, match="unknown input 'audio'; valid: image, text"):
         PipelineConfig(model="mlp", input="audio").validate()

@@ -9,23 +9,22 @@ from __future__ import annotations
 
 import queue
 import threading
-from types import SimpleNamespace
 
 import torch
 
 from .. import build, methods
+from ..data import DataSet, InputSpec
 from ..factory import build_from_factory, is_factory_name
 from .config import DTYPES, PipelineConfig
 
 
-def data_spec(cfg: PipelineConfig):
-    """(data set or None, spec with kind / num_classes / input_shape / seq_len) for ``cfg``."""
+def data_spec(cfg: PipelineConfig) -> tuple[DataSet | None, DataSet | InputSpec]:
+    """(data set or None, what the model takes: the data set itself, or the synthetic inputs'
+    :class:`~paper_repro.data.InputSpec`) for ``cfg``."""
     if cfg.dataset == "synthetic":
         if cfg.input == "text" or (cfg.input is None and cfg.model == "transformer"):
-            return None, SimpleNamespace(kind="text", num_classes=cfg.num_classes, seq_len=cfg.seq_len,
-                                         input_shape=(cfg.seq_len,))
-        return None, SimpleNamespace(kind="image", num_classes=cfg.num_classes, seq_len=None,
-                                     input_shape=(cfg.channels, cfg.image_size, cfg.image_size))
+            return None, InputSpec.text(cfg.num_classes, cfg.seq_len)
+        return None, InputSpec.image(cfg.num_classes, (cfg.channels, cfg.image_size, cfg.image_size))
     ds = build.load_data(cfg)
     return ds, ds
 

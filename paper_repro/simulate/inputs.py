@@ -9,10 +9,9 @@ targets. Without a kind, the built-in Transformer gets text and every other mode
 """
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import torch
 
+from ..data import DataSet, InputSpec
 from ..distributed.config import DTYPES, PipelineConfig
 from ..distributed.inputs import build_learner, data_spec
 
@@ -21,17 +20,15 @@ HINT = ("give --input text for a model that takes token ids (windows of --seq-le
         "--num-classes), --input image for one that takes images (--channels x --image-size x --image-size)")
 
 
-def input_spec(cfg: PipelineConfig, kind: str | None = None):
+def input_spec(cfg: PipelineConfig, kind: str | None = None) -> DataSet | InputSpec:
     """The shapes of the synthetic input of ``kind`` (None: text for the built-in Transformer,
-    images otherwise): ``kind``, ``num_classes``, ``seq_len``, ``input_shape``."""
+    images otherwise)."""
     if kind is None:
         return data_spec(cfg)[1]
     if kind == "text":
-        return SimpleNamespace(kind="text", num_classes=cfg.num_classes, seq_len=cfg.seq_len,
-                               input_shape=(cfg.seq_len,))
+        return InputSpec.text(cfg.num_classes, cfg.seq_len)
     if kind == "image":
-        return SimpleNamespace(kind="image", num_classes=cfg.num_classes, seq_len=None,
-                               input_shape=(cfg.channels, cfg.image_size, cfg.image_size))
+        return InputSpec.image(cfg.num_classes, (cfg.channels, cfg.image_size, cfg.image_size))
     raise ValueError(f"unknown input {kind!r}; valid: {', '.join(KINDS)}")
 
 
