@@ -88,7 +88,8 @@ plots.save_figure(fig, S.figure("loss"), figures_dir);
 # with the perfect-scaling line (doubling the batch halves the steps). Where a method's curve
 # flattens, data parallelism has hit diminishing returns: the high-compute regime of the paper's
 # claim. The table gives the critical batch size `E_min / S_min` (McCandlish et al., 2018) and
-# `last_doubling`, the steps at the second-largest batch over the largest (below 1.3: flat).
+# `last_doubling`, the steps at the second-largest batch over the largest (the project's bar for the
+# high-compute regime: below 1.25).
 
 # %%
 fig = plots.efficiency.plot_steps_vs_batch(S.tables.steps_vs_batch, S.title("Steps to target vs batch size"))
