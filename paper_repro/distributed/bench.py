@@ -98,7 +98,8 @@ def comm_by_size(settings, processors=None, schedules=None) -> list[dict]:
 
 def comm_only(configs: PipelineConfig | list[PipelineConfig]) -> list[dict]:
     """Bytes crossing the stage boundaries per sample, per micro-batch and per step, from the
-    boundary tensors' shapes and dtypes (no processes, no training)."""
+    boundary tensors' shapes and dtypes (no processes, no training); records named and ordered
+    as :func:`run_pipeline`'s."""
     configs = [configs] if isinstance(configs, PipelineConfig) else list(configs)
     records = []
     cache = {}
@@ -129,10 +130,10 @@ def comm_only(configs: PipelineConfig | list[PipelineConfig]) -> list[dict]:
             "comm_bytes_per_micro_batch": {"forward": pred["forward"] * B, "backward": pred["backward"] * B},
             "comm_bytes_per_step": {"forward": pred["forward"] * B * M, "backward": pred["backward"] * B * M},
             "comm_bytes_predicted_per_boundary": pred["per_boundary"],
-            "split": plan.to_dict(),
+            "split": plan.to_dict(), "balance": "flops",     # how a cut not given by --split is found here
             "boundaries": boundary_records(plan, infos, B, stage_boundaries(cfg, plan, len(infos))),
             "block_split": block_split,
             "labels": {"shape": [B, *lshape], "dtype": str(ldtype).replace("torch.", "")},
             "param_bytes": grad_bytes,
         })
-    return records
+    return ordered(records)
