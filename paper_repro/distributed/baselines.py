@@ -114,109 +114,133 @@ def _recompute_saved_bytes(cfg, module: StageModule, first: bool, info, spec, de
     return saved_bytes_of(StageModule(list(module.blocks), module.head), example, exclude=[*params, example])
 
 
-def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec, batches,
-                           where: Placement, session=None) -> dict:
-    """Run this process's stage(s) of a ``torch.distributed.pipelining`` schedule. In a training
-    run ``session`` (:class:`.training.Session`) takes every step's loss (the last stage's
-    mean over the micro-batches) and may stop the run after any step."""
-    s, S = where.stage, plan.stages
-    B, M = cfg.micro_batch, cfg.micro_batches
-    net = learner.net
-    blocks = stage_blocks(cfg, plan, len(net.blocks))
-    total = len(blocks)
-    mine = stage_indices(cfg.schedule, s, S)
-    recompute = cfg.schedule.endswith("-recompute")
-    modules = [StageModule([net.blocks[b] for b in blocks[v]], net.head if v == total - 1 else None,
-                           recompute=recompute).to(ctx.device) for v in mine]
-    params = [p for m in modules for p in m.parameters()]
-    opt = make_optimizer(cfg, params)
-    first = session.begin(learner, opt) // M if session is not None else 0
-    watch = Stopwatch(ctx.device)
-    stages = [CountingStage(m, v, total, ctx.device, group=where.pipeline_group, watch=watch)
-              for m, v in zip(modules, mine)]
+class PipelinedStage:
+    """This process's stage(s) of a ``torch.distributed.pipelining`` schedule: its blocks (the last
+    stage also the net's head) as pipelining stages, their optimizer, the labels' own messages
+    from the first stage to the last, and the clocks. :func:`run_pipelined_backprop` drives it."""
 
-    def loss_fn(logits, y):
-        with watch.phase("loss"):
-            return net.loss(logits, y)
+    def __init__(self, ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec, where: Placement):
+        self.ctx, self.cfg, self.where = ctx, cfg, where
+        s, S, M = where.stage, plan.stages, cfg.micro_batches
+        net = self.net = learner.net
+        self.blocks = stage_blocks(cfg, plan, len(net.blocks))
+        total = len(self.blocks)
+        self.mine = stage_indices(cfg.schedule, s, S)
+        recompute = cfg.schedule.endswith("-recompute")
+        self.modules = [StageModule([net.blocks[b] for b in self.blocks[v]], net.head if v == total - 1 else None,
+                                    recompute=recompute).to(ctx.device) for v in self.mine]
+        self.params = [p for m in self.modules for p in m.parameters()]
+        self.opt = make_optimizer(cfg, self.params)
+        self.watch = Stopwatch(ctx.device)
+        self.stages = [CountingStage(m, v, total, ctx.device, group=where.pipeline_group, watch=self.watch)
+                       for m, v in zip(self.modules, self.mine)]
+        name = cfg.schedule.removesuffix("-recompute")
+        self.schedule = SCHEDULE_CLASSES[name](self.stages if cfg.schedule in MULTI_STAGE else self.stages[0], M,
+                                               loss_fn=self._loss)
+        self.has_first, self.has_last = 0 in self.mine, total - 1 in self.mine
+        self.last_rank = next(r for r in range(S) if total - 1 in stage_indices(cfg.schedule, r, S))
+        self.labels = label_info(spec)
+        self.labels_out = self.labels_in = None
+        self.extra_saved = 0
+        if recompute and ctx.device.type == "cpu":
+            for m, v in zip(self.modules, self.mine):
+                info = infos[self.blocks[v - 1][-1]] if v > 0 else None
+                self.extra_saved += _recompute_saved_bytes(cfg, m, v == 0, info, spec, ctx.device, self.params)
+        self.meter = (SavedTensorMeter(exclude=self.params) if ctx.device.type == "cpu"
+                      else contextlib.nullcontext())
+        self.phases = dict.fromkeys(("data", "forward_backward", "optimizer", "gradient_allreduce"), 0.0)
+        self.split = {"forward": 0.0, "backward": 0.0}      # forward_backward's two parts (loss: forward)
+        self.busy, self.allreduce_bytes = [], 0
+        self.window = Window(cfg.warmup_steps)
 
-    name = cfg.schedule.removesuffix("-recompute")
-    schedule = SCHEDULE_CLASSES[name](stages if cfg.schedule in MULTI_STAGE else stages[0], M, loss_fn=loss_fn)
-    has_first, has_last = 0 in mine, total - 1 in mine
-    last_rank = next(r for r in range(S) if total - 1 in stage_indices(cfg.schedule, r, S))
-    lshape, ldtype = label_info(spec)
-    labels_out = labels_in = None
-    if has_first and not has_last:
-        labels_out = comm.Sender(where.rank_of(last_rank), 2, tag_base=LABEL_TAG, poll_timeout=ctx.poll_timeout)
-    if has_last and not has_first:
-        labels_in = comm.Receiver(where.rank_of(0), {"labels": ((M * B, *lshape), ldtype)}, ctx.device,
-                                  cfg.warmup_steps + cfg.steps - first, tag_base=LABEL_TAG, prepost=False,
-                                  poll_timeout=ctx.poll_timeout)
+    def _loss(self, logits, y):
+        with self.watch.phase("loss"):
+            return self.net.loss(logits, y)
 
-    on_cpu = ctx.device.type == "cpu"
-    extra_saved = 0
-    if recompute and on_cpu:
-        for m, v in zip(modules, mine):
-            info = infos[blocks[v - 1][-1]] if v > 0 else None
-            extra_saved += _recompute_saved_bytes(cfg, m, v == 0, info, spec, ctx.device, params)
-    meter = SavedTensorMeter(exclude=params) if on_cpu else contextlib.nullcontext()
+    def connect(self, first: int) -> None:
+        """The labels' messages from the first stage to the last, for steps ``first`` onwards."""
+        cfg, ctx, (lshape, ldtype) = self.cfg, self.ctx, self.labels
+        if self.has_first and not self.has_last:
+            self.labels_out = comm.Sender(self.where.rank_of(self.last_rank), 2, tag_base=LABEL_TAG,
+                                          poll_timeout=ctx.poll_timeout)
+        if self.has_last and not self.has_first:
+            specs = {"labels": ((cfg.micro_batches * cfg.micro_batch, *lshape), ldtype)}
+            self.labels_in = comm.Receiver(self.where.rank_of(0), specs, ctx.device,
+                                           cfg.warmup_steps + cfg.steps - first, tag_base=LABEL_TAG,
+                                           prepost=False, poll_timeout=ctx.poll_timeout)
 
-    phases = dict.fromkeys(("data", "forward_backward", "optimizer", "gradient_allreduce"), 0.0)
-    split = {"forward": 0.0, "backward": 0.0}      # forward_backward's two parts (loss: forward)
-    busy = []
-    allreduce_bytes = 0
-    window = Window(cfg.warmup_steps)
-    for step in range(first, cfg.warmup_steps + cfg.steps):
-        with meter:
+    def step(self, batches, counted: bool) -> list | None:
+        """One step of the schedule, the replicas' gradients averaged and the optimizer stepped;
+        the last stage's micro-batch losses (None elsewhere). ``counted``: past the warm-up."""
+        cfg, watch, M = self.cfg, self.watch, self.cfg.micro_batches
+        with self.meter:
             args, kwargs = [], {}
-            if has_first:
+            if self.has_first:
                 with watch.phase("data"):
-                    x, y = _step_batches(cfg, batches, ctx.device, M)
-                if labels_out is not None:
-                    labels_out.send({"labels": y})
+                    x, y = _step_batches(cfg, batches, self.ctx.device, M)
+                if self.labels_out is not None:
+                    self.labels_out.send({"labels": y})
                 args = [x]
-            if has_last:
-                kwargs = {"target": y if has_first else labels_in.recv()["labels"], "losses": []}
-            schedule.step(*args, **kwargs)
+            if self.has_last:
+                kwargs = {"target": y if self.has_first else self.labels_in.recv()["labels"], "losses": []}
+            self.schedule.step(*args, **kwargs)
         with watch.phase("gradient_allreduce"):
-            allreduce_bytes += average_gradients(params, where)
+            self.allreduce_bytes += average_gradients(self.params, self.where)
         with watch.phase("optimizer"):
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        comm.settle(ctx.device)                    # on a GPU, the step's work has finished
+            self.opt.step()
+            self.opt.zero_grad(set_to_none=True)
+        comm.settle(self.ctx.device)                    # on a GPU, the step's work has finished
         w = watch.read("data", "forward", "backward", "loss", "optimizer", "gradient_allreduce")
         t = {"data": w["data"], "forward_backward": w["forward"] + w["backward"] + w["loss"],
              "optimizer": w["optimizer"], "gradient_allreduce": w["gradient_allreduce"]}
-        busy.append(t["data"] + t["forward_backward"] + t["optimizer"])
-        window.mark()
-        if step >= cfg.warmup_steps:
+        self.busy.append(t["data"] + t["forward_backward"] + t["optimizer"])
+        self.window.mark()
+        if counted:
             for k, v in t.items():
-                phases[k] += v
-            split["forward"] += w["forward"] + w["loss"]
-            split["backward"] += w["backward"]
-        ctx.progress(M)
+                self.phases[k] += v
+            self.split["forward"] += w["forward"] + w["loss"]
+            self.split["backward"] += w["backward"]
+        self.ctx.progress(M)
+        return kwargs.get("losses")
+
+    def stats(self) -> dict:
+        if self.labels_out is not None:
+            self.labels_out.flush()
+        cfg = self.cfg
+        stats = self.window.stats(self.busy)
+        sent = {k: sum(st.sent[k] for st in self.stages) for k in ("activations", "gradients")}
+        if self.labels_out is not None:
+            sent["labels"] = self.labels_out.bytes["labels"]
+        stats.update({
+            "samples_timed": cfg.steps * cfg.micro_batches * cfg.micro_batch,
+            "phases_s": self.phases,
+            "phase_clock": self.watch.clock,
+            "compute_split_s": self.split,
+            "sent_bytes": sent,
+            "received_bytes": dict(self.labels_in.bytes) if self.labels_in else {},
+            "stage_indices": self.mine,
+            "stage_blocks": [self.blocks[v] for v in self.mine],
+            "memory": peak_memory(self.ctx.device, getattr(self.meter, "peak", 0), self.extra_saved,
+                                  state_bytes(self.params, self.opt)),
+            "recompute_saved_bytes": self.extra_saved,
+            "replica_allreduce_bytes": self.allreduce_bytes,
+            "optimizer_impl": optimizer_impl(self.opt),
+        })
+        return stats
+
+
+def run_pipelined_backprop(ctx: comm.Context, cfg: PipelineConfig, learner, plan, infos, spec, batches,
+                           where: Placement, session=None) -> dict:
+    """Run this process's stage(s) of a ``torch.distributed.pipelining`` schedule; its measurements.
+    In a training run ``session`` (:class:`.training.Session`) takes every step's loss (the last
+    stage's mean over the micro-batches) and may stop the run after any step."""
+    stage = PipelinedStage(ctx, cfg, learner, plan, infos, spec, where)
+    first = session.begin(learner, stage.opt) // cfg.micro_batches if session is not None else 0
+    stage.connect(first)
+    for step in range(first, cfg.warmup_steps + cfg.steps):
+        losses = stage.step(batches, counted=step >= cfg.warmup_steps)
         if session is not None:
-            step_loss = torch.stack(kwargs["losses"]).mean().reshape(1) if has_last else None
+            step_loss = torch.stack(losses).mean().reshape(1) if losses is not None else None
             if session.after_update(step_loss):
                 break
-    if labels_out is not None:
-        labels_out.flush()
-
-    stats = window.stats(busy)
-    sent = {k: sum(st.sent[k] for st in stages) for k in ("activations", "gradients")}
-    if labels_out is not None:
-        sent["labels"] = labels_out.bytes["labels"]
-    stats.update({
-        "samples_timed": cfg.steps * M * B,
-        "phases_s": phases,
-        "phase_clock": watch.clock,
-        "compute_split_s": split,
-        "sent_bytes": sent,
-        "received_bytes": dict(labels_in.bytes) if labels_in else {},
-        "stage_indices": mine,
-        "stage_blocks": [blocks[v] for v in mine],
-        "memory": peak_memory(ctx.device, getattr(meter, "peak", 0), extra_saved, state_bytes(params, opt)),
-        "recompute_saved_bytes": extra_saved,
-        "replica_allreduce_bytes": allreduce_bytes,
-        "optimizer_impl": optimizer_impl(opt),
-    })
-    return stats
+    return stage.stats()
