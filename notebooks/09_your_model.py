@@ -133,7 +133,8 @@ torch.manual_seed(seed)
 prediction = estimate.pipeline_estimate(my_cnn, x, y, devices=devices, num_classes=data.num_classes)
 shown = prediction.assign(
     kflops_per_sample=prediction["flops_per_sample"] / 1e3,
-    bytes_per_sample=prediction["comm_bytes_per_sample"].map(lambda c: f"{c['forward']:g} forward, {c['backward']:g} back"),
+    bytes_per_sample=prediction["comm_bytes_per_sample"].map(
+        lambda c: f"{c['forward']:g} forward, {c['backward']:g} back"),
     peak_memory_kib=prediction["peak_mem_bytes_per_stage"].map(lambda v: [round(b / 1024) for b in v]))
 display(shown[["training", "kflops_per_sample", "speedup", "bytes_per_sample", "peak_memory_kib"]].round(2))
 

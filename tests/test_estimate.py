@@ -32,7 +32,8 @@ def test_flops_and_speedups_match_a_count_by_hand(table):
     rows = table.set_index("schedule")
     assert rows["flops_per_sample"][["local", "local/M", "1f1b"]].tolist() == pytest.approx(
         [greedy_module, greedy_module, max(stage) * 19 / 16])
-    assert rows["speedup"][["local", "1f1b"]].tolist() == pytest.approx([one / greedy_module, one / (max(stage) * 19 / 16)])
+    assert rows["speedup"][["local", "1f1b"]].tolist() == pytest.approx(
+        [one / greedy_module, one / (max(stage) * 19 / 16)])
     # recomputation runs every block's forward again
     assert rows.loc["1f1b-recompute", "flops_per_sample"] == pytest.approx(max(s + lin for s in stage) * 19 / 16)
 
