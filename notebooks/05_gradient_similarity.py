@@ -66,11 +66,11 @@ if profile != "quick" and saved.exists() and not retrain:
     df = pd.read_csv(saved)
     print(f"read {saved} (set retrain=True to train again)")
 else:
-    cfg = TrainConfig(model="mlp", dataset=S["dataset"], steps=S["steps"], batch_size=S["batch_size"], lr=S["lr"],
-                      device=device, model_kwargs=dict(depth=S["depth"], width=S["width"]))
+    cfg = TrainConfig(model="mlp", dataset=S.dataset, steps=S.steps, batch_size=S.batch_size, lr=S.lr,
+                      device=device, model_kwargs=dict(depth=S.depth, width=S.width))
     t0 = time.perf_counter()
-    df = probes.gradient_similarity_runs(cfg, S["methods"], S["seeds"], S["every"], data=data)
-    print(f"{len(S['methods'])} methods x {len(S['seeds'])} seeds x {S['steps']} steps in "
+    df = probes.gradient_similarity_runs(cfg, S.methods, S.seeds, S.every, data=data)
+    print(f"{len(S.methods)} methods x {len(S.seeds)} seeds x {S.steps} steps in "
           f"{time.perf_counter() - t0:.0f} s")
     if save_tables:
         df.to_csv(saved, index=False)
@@ -83,9 +83,9 @@ else:
 
 # %%
 title = plots.figure_title("Cosine(local update, backprop gradient) per layer",
-                         model=f"MLP {S['depth']}x{S['width']}", dataset=plots.data_label(data),
+                         model=f"MLP {S.depth}x{S.width}", dataset=plots.data_label(data),
                          profile=profile, device=device)
-fig = plots.similarity.plot_gradient_cosine(df, title, S["methods"])
+fig = plots.similarity.plot_gradient_cosine(df, title, S.methods)
 plots.save_figure(fig, f"05_gradient_similarity_{profile}", figures_dir)
 
 # %% [markdown]
@@ -97,7 +97,7 @@ plots.save_figure(fig, f"05_gradient_similarity_{profile}", figures_dir)
 claims = probes.gradient_claims(df, "greedy")
 display(claims)
 print("similarity rises with depth (layer 1 < ... < 5):", probes.ordering_holds(claims))
-for method in S["methods"][1:]:
+for method in S.methods[1:]:
     display(probes.gradient_claims(df, method)[["layer", "measured", "sd_over_seeds"]].assign(method=method))
 if save_tables:
     claims.to_csv(Path(results_dir) / f"gradient_claims_{profile}.csv", index=False)
@@ -134,7 +134,7 @@ display(summary.sort_values("distance_to_paper"))
 
 # %%
 title = plots.figure_title("Greedy gradient cosine per layer under one change at a time",
-                           model=f"MLP {S['depth']}x{S['width']} (varied)", dataset=plots.data_label(data),
+                           model=f"MLP {S.depth}x{S.width} (varied)", dataset=plots.data_label(data),
                            profile=profile, device=device)
 fig = plots.similarity.plot_ablation(layers, title, probes.PAPER_GREEDY_COSINE)
 plots.save_figure(fig, f"05_gradient_ablation_{profile}", figures_dir)
@@ -149,12 +149,12 @@ plots.save_figure(fig, f"05_gradient_ablation_{profile}", figures_dir)
 # runs) hold at every profile.
 
 # %%
-depth, final = S["depth"], lambda d: (d.cosine - 1).abs().max() < 1e-4
-assert df.cosine.between(-1 - 1e-6, 1 + 1e-6).all() and set(df.method) == set(S["methods"])
+depth, final = S.depth, lambda d: (d.cosine - 1).abs().max() < 1e-4
+assert df.cosine.between(-1 - 1e-6, 1 + 1e-6).all() and set(df.method) == set(S.methods)
 assert df.groupby(["method", "seed", "step"]).layer.apply(sorted).map(list(range(1, depth + 1)).__eq__).all()
 assert final(df[df.layer == depth]) and final(df[(df.method == "chunked-2") & (df.layer >= 4)])
 assert claims.layer.tolist() == list(range(1, depth + 1)) and claims.measured.between(-1, 1).all(), claims
-assert len(summary) == len(S["ablation"]["variants"]) == layers.variant.nunique(), summary
+assert len(summary) == len(S.ablation.variants) == layers.variant.nunique(), summary
 last = layers.sort_values("layer").groupby("variant").measured.last()   # variants may change the depth
 assert layers.measured.between(-1, 1).all() and ((last - 1).abs() < 1e-3).all(), last
 if profile == "quick":

@@ -64,8 +64,8 @@ if profile == "quick":
 else:
     root = Path(results_dir) / f"features_{profile}"
 result = probes.load_features(root)
-n_images = S["steps"] * S["batch_size"]
-print(f"seeds saved: {result['seeds']}; {S['steps']} steps of {S['batch_size']} images = {n_images:,} images "
+n_images = S.steps * S.batch_size
+print(f"seeds saved: {result['seeds']}; {S.steps} steps of {S.batch_size} images = {n_images:,} images "
       f"seen per net")
 display(result["training"][["method", "seed", "status", "final_loss", "eval_acc", "wall_time_s"]])
 
@@ -76,7 +76,7 @@ display(result["training"][["method", "seed", "status", "final_loss", "eval_acc"
 
 # %%
 note = " (quick profile: NOT meaningful)" if profile == "quick" else ""
-dataset = "digits 8x8" if S["dataset"] == "digits" else f"{S['dataset']} (full training set, 32x32 px)"
+dataset = "digits 8x8" if S.dataset == "digits" else f"{S.dataset} (full training set, 32x32 px)"
 title = plots.figure_title(f"First-layer filters after {n_images:,} training images, seed {result['seed']}{note}",
                            model="ResNet-18, 7x7 stride-2 first layer", dataset=dataset, profile=profile)
 fig = plots.similarity.plot_filter_weights(result["stems"], title, init=result["init"])
@@ -106,7 +106,7 @@ if cka is None:
     print("CKA needs every method of a seed: no seed has finished yet")
 else:
     n_seeds = int(cka.seeds.max())
-    title = plots.figure_title(f"Linear CKA with backprop, per block ({S['cka_examples']} test images, "
+    title = plots.figure_title(f"Linear CKA with backprop, per block ({S.cka_examples} test images, "
                                f"mean of {n_seeds} seed{'s' * (n_seeds > 1)})",
                                model="ResNet-18, 7x7 stride-2 first layer", dataset=dataset, profile=profile)
     fig = plots.similarity.plot_cka_heatmap(cka, title)
@@ -151,11 +151,11 @@ X = torch.randn(64, 20, generator=torch.Generator().manual_seed(0))
 Q = torch.linalg.qr(torch.randn(20, 20, generator=torch.Generator().manual_seed(1)))[0]
 assert abs(probes.linear_cka(X, X) - 1) < 1e-5 and abs(probes.linear_cka(X, 3 * X @ Q) - 1) < 1e-5
 training = result["training"]
-assert set(training.method) == set(S["methods"]) and (training.status == "finished").all(), training
-assert (training.steps == S["steps"]).all() and cka.cka.between(0, 1 + 1e-6).all(), cka
+assert set(training.method) == set(S.methods) and (training.status == "finished").all(), training
+assert (training.steps == S.steps).all() and cka.cka.between(0, 1 + 1e-6).all(), cka
 assert (cka[cka.method == "backprop"].cka - 1).abs().max() < 1e-4
 blocks = cka.groupby("method").layer.apply(sorted)
-assert set(blocks.index) == set(S["methods"]) and blocks.map(blocks["backprop"].__eq__).all(), blocks
+assert set(blocks.index) == set(S.methods) and blocks.map(blocks["backprop"].__eq__).all(), blocks
 per_method = cka.groupby("method").cka
 assert (claims.set_index("method").mean_cka - per_method.mean()[claims.method].values).abs().max() < 1e-3
 assert (claims.set_index("method").last_cka - per_method.last()[claims.method].values).abs().max() < 1e-3

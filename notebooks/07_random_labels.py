@@ -72,17 +72,17 @@ display(df.groupby(["model", "method"], sort=False).agg(seeds=("seed", "nunique"
 # one standard deviation over seeds; dashed line = chance.
 
 # %%
-for run in S["runs"]:
-    d = df[df.model == run["label"]]
+for run in S.runs:
+    d = df[df.model == run.label]
     if d.empty:
         continue
-    what = (f"Fitting random labels ({int(d.n_train.iloc[0]):,} images, {run['epochs']} epochs, "
+    what = (f"Fitting random labels ({int(d.n_train.iloc[0]):,} images, {run.epochs} epochs, "
             f"{d.seed.nunique()} seeds)")
-    size = run["data_kwargs"].get("image_size")
-    title = plots.figure_title(what, model=run["label"], profile=profile,
-                               dataset=S["dataset"] + (f" at {size}x{size} px" if size else ""))
+    size = run.data_kwargs.get("image_size")
+    title = plots.figure_title(what, model=run.label, profile=profile,
+                               dataset=S.dataset + (f" at {size}x{size} px" if size else ""))
     fig = plots.similarity.plot_random_labels(d, title, chance=0.1)
-    plots.save_figure(fig, f"07_random_labels_{run['model']}_{profile}", figures_dir)
+    plots.save_figure(fig, f"07_random_labels_{run.model}_{profile}", figures_dir)
 
 # %% [markdown]
 # **Claims.** Training accuracy over the last 10% of epochs: `mean_acc` (mean over seeds of each seed's
@@ -108,9 +108,9 @@ for model, c in claims.groupby("model", sort=False):
 
 # %%
 assert df.train_acc.between(0, 1).all() and (df.train_loss >= 0).all()
-for run in S["runs"]:
-    d = df[df.model == run["label"]]
-    assert d.groupby(["method", "seed"]).epoch.apply(list).map(list(range(run["epochs"] + 1)).__eq__).all()
+for run in S.runs:
+    d = df[df.model == run.label]
+    assert d.groupby(["method", "seed"]).epoch.apply(list).map(list(range(run.epochs + 1)).__eq__).all()
     start = d[d.epoch == 0].train_acc
     spread = d[d.epoch == 0].groupby("seed").train_acc.agg(lambda a: a.max() - a.min())
     assert (spread < 1e-6).all(), start                   # one seed, one initial net for every method

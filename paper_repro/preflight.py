@@ -138,22 +138,22 @@ def workloads(profile: str = "full") -> list[Workload]:
         out.append(_workload(nb, settings.compute_grid(study, profile)))
     g = settings.similarity_settings("gradient", profile)
     out.append(_workload("05_gradient_similarity", Grid(
-        name="gradient", description=f"MLP {g['depth']}x{g['width']}, cosine to backprop", model="mlp", dataset=g["dataset"], methods=g["methods"], batch_sizes=[g["batch_size"]],
-        lrs=[g["lr"]], seeds=g["seeds"], steps=g["steps"], data_kwargs=g["data_kwargs"],
-        model_kwargs=dict(depth=g["depth"], width=g["width"]))))
+        name="gradient", description=f"MLP {g.depth}x{g.width}, cosine to backprop", model="mlp", dataset=g.dataset,
+        methods=g.methods, batch_sizes=[g.batch_size], lrs=[g.lr], seeds=g.seeds, steps=g.steps,
+        data_kwargs=g.data_kwargs, model_kwargs=dict(depth=g.depth, width=g.width))))
     f = settings.similarity_settings("features", profile)
     out.append(_workload("06_feature_similarity", Grid(
-        name="features", description=f"{f['model']}, CKA and filters", model=f["model"], dataset=f["dataset"], methods=f["methods"],
-        batch_sizes=[f["batch_size"]], lrs=[f["lr"]], seeds=f.get("seeds", [0]), steps=f["steps"],
-        data_kwargs=f["data_kwargs"], model_kwargs=f.get("model_kwargs", {}))))
+        name="features", description=f"{f.model}, CKA and filters", model=f.model, dataset=f.dataset,
+        methods=f.methods, batch_sizes=[f.batch_size], lrs=[f.lr], seeds=f.seeds, steps=f.steps,
+        data_kwargs=f.data_kwargs, model_kwargs=f.model_kwargs)))
     r = settings.similarity_settings("random_labels", profile)
-    for run in r["runs"]:
-        n = min(TRAIN_SIZE[r["dataset"]], run["data_kwargs"].get("max_train", math.inf))
+    for run in r.runs:
+        n = min(TRAIN_SIZE[r.dataset], run.data_kwargs.get("max_train", math.inf))
         out.append(_workload("07_random_labels", Grid(
-            name=run["label"].replace(" ", "_"), model=run["model"], dataset=r["dataset"], methods=r["methods"],
-            batch_sizes=[run["batch_size"]], lrs=[run["lr"]], seeds=r["seeds"],
-            steps=run["epochs"] * math.ceil(n / run["batch_size"]), model_kwargs=run["model_kwargs"],
-            data_kwargs=run["data_kwargs"], description=run["label"])))
+            name=run.label.replace(" ", "_"), model=run.model, dataset=r.dataset, methods=r.methods,
+            batch_sizes=[run.batch_size], lrs=[run.lr], seeds=r.seeds if run.seeds is None else run.seeds,
+            steps=run.epochs * math.ceil(n / run.batch_size), model_kwargs=run.model_kwargs,
+            data_kwargs=run.data_kwargs, description=run.label)))
     return out
 
 

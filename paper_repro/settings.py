@@ -12,7 +12,7 @@ resnet-imagenet, transformer-lm,
 transformer-lm-pilot
 mlp-modules                                 :func:`module_grids`          ``{depth: Grid}``
 quickstart                                  :func:`quickstart_config`     a ``TrainConfig``
-gradient, features, random_labels           :func:`similarity_settings`   a dict of run sizes
+gradient, features, random_labels           :func:`similarity_settings`   a ``GradientSettings``, ...
 pipeline                                    :func:`pipeline_settings`     a ``PipelineSettings``
 scaling                                     :func:`scaling_settings`      a ``ScalingSettings``
 ==========================================  ============================  =========================
@@ -21,7 +21,8 @@ scaling                                     :func:`scaling_settings`      a ``Sc
 study with its profiles. Notebook 04 also draws :func:`communication_settings` (a
 ``CommunicationSettings``, the same at every profile) and :func:`stored_pipeline_runs` (a
 dict ``{run name: [record files]}``). The typed settings (``PipelineSettings``,
-``CommunicationSettings``, ``ScalingSettings`` with its ``SimulatedModel``) are the frozen
+``CommunicationSettings``, ``ScalingSettings`` with its ``SimulatedModel``, and the similarity
+studies' ``GradientSettings``, ``FeatureSettings`` and ``RandomLabelSettings``) are the frozen
 dataclasses of :mod:`paper_repro.settings_types`, each field described there. Data folders are never set here: CIFAR-10, ImageNet and an LM1B-style text are
 passed as ``data_dir`` by the caller (the offline defaults are sklearn digits and the pydoc
 text corpus; the transformer-lm studies name the built-in ``stdlib`` corpus and its hash in
@@ -34,8 +35,9 @@ import dataclasses
 
 import numpy as np
 
-from .settings_types import (CommunicationSettings, PipelineSettings, RaceSettings, RaceStrategy, ScalingSettings,
-                             SimulatedModel)
+from .settings_types import (AblationSettings, AblationVariant, CommunicationSettings, FeatureSettings,
+                             GradientSettings, PipelineSettings, RaceSettings, RaceStrategy, RandomLabelRun,
+                             RandomLabelSettings, ScalingSettings, SimulatedModel)
 from .sweep.grid import Grid
 from .train import TrainConfig
 
@@ -247,86 +249,85 @@ _QUICKSTART = {
 
 
 # ------------------------------------------------------------------ similarity probes (05-07)
+_ABLATION_QUICK = AblationSettings(seeds=[0], variants=[
+    AblationVariant(name="base", change="none", steps=150),
+    AblationVariant(name="classifier_last", change="last block = the linear classifier", last_block="classifier",
+                    steps=150),
+    AblationVariant(name="fixed_probe", change="cosine on a fixed set of 512 training images", probe_examples=512,
+                    steps=150),
+    AblationVariant(name="backprop_path", change="trajectory trained by backprop", trajectory="backprop", steps=150),
+    AblationVariant(name="deep_heads", change="auxiliary heads shaped like the rest of the net", heads="deep",
+                    steps=150)])
+_ABLATION_CPU = AblationSettings(seeds=[0, 1], variants=[
+    AblationVariant(name="base", change="none (10k-image subset, Adam 3e-4, cosine on the training batch, greedy "
+                                        "trajectory, linear heads, 5 hidden blocks of 512)"),
+    AblationVariant(name="classifier_last", change="last block = the linear classifier", last_block="classifier"),
+    AblationVariant(name="full_data", change="full training set (50,000 images)", data_kwargs=dict(max_test=1000)),
+    AblationVariant(name="fixed_probe", change="cosine on a fixed set of 1,024 training images",
+                    probe_examples=1024),
+    AblationVariant(name="backprop_path", change="trajectory trained by backprop", trajectory="backprop"),
+    AblationVariant(name="sgd", change="SGD (momentum 0.9, lr 0.01) instead of Adam", optimizer="sgd", lr=0.01),
+    AblationVariant(name="deep_heads", change="auxiliary heads shaped like the rest of the net", heads="deep"),
+    AblationVariant(name="width128", change="width 128", width=128),
+    AblationVariant(name="depth3", change="3 blocks", depth=3),
+    AblationVariant(name="depth8", change="8 blocks", depth=8),
+    AblationVariant(name="width1024", change="width 1024", width=1024),
+    AblationVariant(name="combined", change="classifier as the last block + full training set + fixed probe set",
+                    last_block="classifier", data_kwargs=dict(max_test=1000), probe_examples=1024),
+    AblationVariant(name="backprop_path_deep_heads", change="trajectory trained by backprop + auxiliary heads "
+                                                            "shaped like the rest of the net",
+                    trajectory="backprop", heads="deep")])
+_GRADIENT_METHODS = ["greedy", "overlapping", "chunked-2"]
+_FEATURE_METHODS = ["backprop", "chunked-2", "chunked-3", "overlapping", "greedy"]
 _SIMILARITY = {
     # 05: a 5-block MLP trained by each local method; cosine every `every` steps.
     "gradient": {
-        "quick": dict(dataset="digits", data_kwargs={}, depth=5, width=128, steps=300,
-                      every=10, batch_size=64, lr=1e-3, seeds=[0, 1, 2],
-                      methods=["greedy", "overlapping", "chunked-2"], ablation=dict(seeds=[0], variants=[
-                          dict(name="base", change="none", steps=150),
-                          dict(name="classifier_last", change="last block = the linear classifier",
-                               last_block="classifier", steps=150),
-                          dict(name="fixed_probe", change="cosine on a fixed set of 512 training images",
-                               probe_examples=512, steps=150),
-                          dict(name="backprop_path", change="trajectory trained by backprop",
-                               trajectory="backprop", steps=150),
-                          dict(name="deep_heads", change="auxiliary heads shaped like the rest of the net",
-                               heads="deep", steps=150)])),
-        "cpu": dict(dataset="cifar10", data_kwargs=dict(max_train=10000, max_test=1000),
-                    depth=5, width=512, steps=1500, every=30, batch_size=128, lr=3e-4, seeds=[0, 1, 2],
-                    methods=["greedy", "overlapping", "chunked-2"], ablation=dict(seeds=[0, 1], variants=[
-                        dict(name="base", change="none (10k-image subset, Adam 3e-4, cosine on the training "
-                                                 "batch, greedy trajectory, linear heads, 5 hidden blocks of 512)"),
-                        dict(name="classifier_last", change="last block = the linear classifier",
-                             last_block="classifier"),
-                        dict(name="full_data", change="full training set (50,000 images)",
-                             data_kwargs=dict(max_test=1000)),
-                        dict(name="fixed_probe", change="cosine on a fixed set of 1,024 training images",
-                             probe_examples=1024),
-                        dict(name="backprop_path", change="trajectory trained by backprop", trajectory="backprop"),
-                        dict(name="sgd", change="SGD (momentum 0.9, lr 0.01) instead of Adam", optimizer="sgd",
-                             lr=0.01),
-                        dict(name="deep_heads", change="auxiliary heads shaped like the rest of the net",
-                             heads="deep"),
-                        dict(name="width128", change="width 128", width=128),
-                        dict(name="depth3", change="3 blocks", depth=3),
-                        dict(name="depth8", change="8 blocks", depth=8),
-                        dict(name="width1024", change="width 1024", width=1024),
-                        dict(name="combined", change="classifier as the last block + full training set + fixed "
-                                                     "probe set", last_block="classifier",
-                             data_kwargs=dict(max_test=1000), probe_examples=1024),
-                        dict(name="backprop_path_deep_heads", change="trajectory trained by backprop + auxiliary "
-                                                                     "heads shaped like the rest of the net",
-                             trajectory="backprop", heads="deep")])),
-        "full": dict(dataset="cifar10", data_kwargs={}, depth=5, width=1024, steps=10000,
-                     every=100, batch_size=128, lr=3e-4, seeds=[0, 1, 2, 3, 4],
-                     methods=["greedy", "overlapping", "chunked-2"]),
+        "quick": GradientSettings(dataset="digits", data_kwargs={}, depth=5, width=128, steps=300, every=10,
+                                  batch_size=64, lr=1e-3, seeds=[0, 1, 2], methods=_GRADIENT_METHODS,
+                                  ablation=_ABLATION_QUICK),
+        "cpu": GradientSettings(dataset="cifar10", data_kwargs=dict(max_train=10000, max_test=1000), depth=5,
+                                width=512, steps=1500, every=30, batch_size=128, lr=3e-4, seeds=[0, 1, 2],
+                                methods=_GRADIENT_METHODS, ablation=_ABLATION_CPU),
+        "full": GradientSettings(dataset="cifar10", data_kwargs={}, depth=5, width=1024, steps=10000, every=100,
+                                 batch_size=128, lr=3e-4, seeds=[0, 1, 2, 3, 4], methods=_GRADIENT_METHODS),
     },
     # 06: ResNet-18 with the ImageNet-style stem (64 filters of 7x7, stride 2, then max-pool) per
     # method, all from the same initial net; stem filter grids + low-frequency energy; CKA on
     # held-out images, per seed. cpu: 4,000 steps of 16 images (64,000 images, 1.3 epochs) drawn from
     # the full CIFAR-10 training set at 32 px, 2 seeds (800 steps left backprop's filters nearly random).
     "features": {
-        "quick": dict(dataset="digits", data_kwargs={}, model="resnet18", model_kwargs=dict(small_input=False),
-                      steps=12, batch_size=32, lr=1e-3, cka_examples=128, eval_examples=200, seeds=[0],
-                      methods=["backprop", "chunked-2", "chunked-3", "overlapping", "greedy"]),
-        "cpu": dict(dataset="cifar10", data_kwargs=dict(max_test=1000), model="resnet18",
-                    model_kwargs=dict(small_input=False), steps=4000, batch_size=16, lr=2e-3, cka_examples=500,
-                    eval_examples=1000, seeds=[0, 1], methods=["backprop", "chunked-2", "chunked-3", "overlapping", "greedy"]),
-        "full": dict(dataset="imagenet", data_kwargs=dict(image_size=224, max_train=100000, max_test=5000),
-                     model="resnet18", model_kwargs=dict(small_input=False), steps=20000, batch_size=256, lr=1e-3,
-                     cka_examples=500, eval_examples=5000, seeds=[0, 1, 2],
-                     methods=["backprop", "chunked-2", "chunked-3", "overlapping", "greedy"]),
+        "quick": FeatureSettings(dataset="digits", data_kwargs={}, model="resnet18",
+                                 model_kwargs=dict(small_input=False), steps=12, batch_size=32, lr=1e-3,
+                                 cka_examples=128, eval_examples=200, seeds=[0], methods=_FEATURE_METHODS),
+        "cpu": FeatureSettings(dataset="cifar10", data_kwargs=dict(max_test=1000), model="resnet18",
+                               model_kwargs=dict(small_input=False), steps=4000, batch_size=16, lr=2e-3,
+                               cka_examples=500, eval_examples=1000, seeds=[0, 1], methods=_FEATURE_METHODS),
+        "full": FeatureSettings(dataset="imagenet", data_kwargs=dict(image_size=224, max_train=100000, max_test=5000),
+                                model="resnet18", model_kwargs=dict(small_input=False), steps=20000, batch_size=256,
+                                lr=1e-3, cka_examples=500, eval_examples=5000, seeds=[0, 1, 2],
+                                methods=_FEATURE_METHODS),
     },
     # 07: fitting random labels. The paper's architecture for this figure is not known: an MLP
     # and a narrow ResNet-18 (whose early blocks + pooled linear heads have little capacity).
     "random_labels": {
-        "quick": dict(dataset="digits", seeds=[0], methods=["backprop", "greedy", "chunked-2"], runs=[
-            dict(model="mlp", label="MLP 5x128", model_kwargs=dict(depth=5, width=128), data_kwargs={},
-                 epochs=30, batch_size=64, lr=1e-3),
-            dict(model="resnet18", label="ResNet-18 width 8", model_kwargs=dict(width=8), data_kwargs={},
-                 epochs=4, batch_size=64, lr=1e-3)]),
-        "cpu": dict(dataset="cifar10", seeds=[0, 1, 2], methods=["backprop", "greedy", "chunked-2"], runs=[
-            dict(model="resnet18", label="ResNet-18 width 16", model_kwargs=dict(width=16),
-                 data_kwargs=dict(max_train=2500, max_test=500, image_size=16), epochs=40, batch_size=128,
-                 lr=1e-3),
-            dict(model="mlp", label="MLP 5x512", model_kwargs=dict(depth=5, width=512),
-                 data_kwargs=dict(max_train=5000, max_test=1000), epochs=100, batch_size=128, lr=3e-4)]),
-        "full": dict(dataset="cifar10", seeds=[0, 1, 2], methods=["backprop", "greedy", "chunked-2"], runs=[
-            dict(model="mlp", label="MLP 5x1024", model_kwargs=dict(depth=5, width=1024), data_kwargs={},
-                 epochs=100, batch_size=128, lr=3e-4),
-            dict(model="resnet18", label="ResNet-18", model_kwargs={}, data_kwargs={}, epochs=100,
-                 batch_size=128, lr=1e-3)]),
+        "quick": RandomLabelSettings(dataset="digits", seeds=[0], methods=["backprop", "greedy", "chunked-2"], runs=[
+            RandomLabelRun(model="mlp", label="MLP 5x128", model_kwargs=dict(depth=5, width=128), data_kwargs={},
+                           epochs=30, batch_size=64, lr=1e-3),
+            RandomLabelRun(model="resnet18", label="ResNet-18 width 8", model_kwargs=dict(width=8), data_kwargs={},
+                           epochs=4, batch_size=64, lr=1e-3)]),
+        "cpu": RandomLabelSettings(dataset="cifar10", seeds=[0, 1, 2], methods=["backprop", "greedy", "chunked-2"],
+                                   runs=[
+            RandomLabelRun(model="resnet18", label="ResNet-18 width 16", model_kwargs=dict(width=16),
+                           data_kwargs=dict(max_train=2500, max_test=500, image_size=16), epochs=40, batch_size=128,
+                           lr=1e-3),
+            RandomLabelRun(model="mlp", label="MLP 5x512", model_kwargs=dict(depth=5, width=512),
+                           data_kwargs=dict(max_train=5000, max_test=1000), epochs=100, batch_size=128, lr=3e-4)]),
+        "full": RandomLabelSettings(dataset="cifar10", seeds=[0, 1, 2], methods=["backprop", "greedy", "chunked-2"],
+                                    runs=[
+            RandomLabelRun(model="mlp", label="MLP 5x1024", model_kwargs=dict(depth=5, width=1024), data_kwargs={},
+                           epochs=100, batch_size=128, lr=3e-4),
+            RandomLabelRun(model="resnet18", label="ResNet-18", model_kwargs={}, data_kwargs={}, epochs=100,
+                           batch_size=128, lr=1e-3)]),
     },
 }
 
@@ -485,8 +486,10 @@ def quickstart_config(profile: str = "quick", data_dir: str | None = None, seed:
     return TrainConfig(model="mlp", data_dir=data_dir, seed=seed, **kw)
 
 
-def similarity_settings(study: str, profile: str = "quick") -> dict:
-    """The run sizes of a probing study (gradient | features | random_labels) at ``profile``."""
+def similarity_settings(study: str, profile: str = "quick") -> GradientSettings | FeatureSettings | RandomLabelSettings:
+    """The run sizes of a probing study at ``profile`` (a fresh copy): ``gradient`` ->
+    ``GradientSettings``, ``features`` -> ``FeatureSettings``, ``random_labels`` ->
+    ``RandomLabelSettings`` (every field: :mod:`paper_repro.settings_types`)."""
     _check(study, profile, SIMILARITY_STUDIES)
     return copy.deepcopy(_SIMILARITY[study][profile])
 

@@ -1,4 +1,5 @@
-"""The types of the pipeline, communication and scaling settings of :mod:`paper_repro.settings`.
+"""The types of the pipeline, communication, scaling, race and similarity settings of
+:mod:`paper_repro.settings`.
 
 Each is a frozen dataclass, read by attribute (``s.micro_batch``): a misspelt name fails where
 it is written, not deep in a run. Nothing here imports torch. Lists inside are the caller's
@@ -180,3 +181,116 @@ class RaceSettings:
     lr_target: float | None = None
     device: str = "cpu"
 
+
+
+# ------------------------------------------------------------------ similarity probes (05-07)
+@dataclass(frozen=True)
+class AblationVariant:
+    """One row of the gradient-cosine ablation (:mod:`paper_repro.probes.ablation`): ``name``,
+    ``change`` (what it changes, in words), and the settings it changes; None keeps the base's
+    (:class:`GradientSettings`, trained greedily with Adam, the cosine on the training batch,
+    linear heads, a hidden last block).
+
+    * ``data_kwargs``: the data subset (e.g. the full training set)
+    * ``optimizer``, ``lr``: ``"adam"`` or ``"sgd"`` (momentum 0.9), and its learning rate
+    * ``probe_examples``: the cosine on a fixed set of that many training examples instead of
+      the training batch
+    * ``trajectory``: ``"backprop"`` trains the net end to end by backprop, the greedy auxiliary
+      heads alongside on the detached block outputs (``"greedy"``: the base)
+    * ``heads``: ``"deep"`` auxiliary heads shaped like the rest of the net (``"linear"``: the base)
+    * ``last_block``: ``"classifier"`` makes the last block the linear classifier itself
+      (``"block"``: the base)
+    * ``width``, ``depth``, ``steps``, ``seeds``: the net's size, its training length, the seeds
+    """
+    name: str
+    change: str = ""
+    data_kwargs: dict | None = None
+    optimizer: str | None = None
+    lr: float | None = None
+    probe_examples: int | None = None
+    trajectory: str | None = None
+    heads: str | None = None
+    last_block: str | None = None
+    width: int | None = None
+    depth: int | None = None
+    steps: int | None = None
+    seeds: list[int] | None = None
+
+    def changes(self) -> dict:
+        """``{field: value}`` of the settings this variant sets."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if f.name not in ("name", "change") and getattr(self, f.name) is not None}
+
+
+@dataclass(frozen=True)
+class AblationSettings:
+    """The ablation of notebook 05: every variant trained with each of ``seeds`` (unless the
+    variant names its own)."""
+    seeds: list[int]
+    variants: list[AblationVariant]
+
+
+@dataclass(frozen=True)
+class GradientSettings:
+    """The gradient-similarity study of notebook 05 at one profile: an MLP of ``depth`` blocks
+    of ``width`` on ``dataset`` (with ``data_kwargs``), ``steps`` of ``batch_size`` at Adam's
+    ``lr``, each of ``methods`` with each of ``seeds``; the cosine of every block's local update
+    with its backprop gradient every ``every`` steps. ``ablation``: one change at a time (None:
+    not run at this profile)."""
+    dataset: str
+    data_kwargs: dict
+    depth: int
+    width: int
+    steps: int
+    every: int
+    batch_size: int
+    lr: float
+    seeds: list[int]
+    methods: list[str]
+    ablation: AblationSettings | None = None
+
+
+@dataclass(frozen=True)
+class FeatureSettings:
+    """The feature-similarity study of notebook 06 at one profile: ``model`` (with
+    ``model_kwargs``) trained by each of ``methods`` for ``steps`` of ``batch_size`` at Adam's
+    ``lr`` on ``dataset`` (with ``data_kwargs``), every method of a seed from one initial net;
+    linear CKA on ``cka_examples`` test images, the test loss on ``eval_examples``."""
+    dataset: str
+    data_kwargs: dict
+    model: str
+    model_kwargs: dict
+    steps: int
+    batch_size: int
+    lr: float
+    cka_examples: int
+    eval_examples: int
+    seeds: list[int]
+    methods: list[str]
+
+
+@dataclass(frozen=True)
+class RandomLabelRun:
+    """One net of the random-label study: ``model`` (with ``model_kwargs``), called ``label`` in
+    figures, trained ``epochs`` epochs of ``batch_size`` at Adam's ``lr`` on the study's data set
+    with ``data_kwargs``; ``key``: its short name in unit files (None: ``model``); ``seeds``:
+    its own seeds (None: the study's)."""
+    model: str
+    label: str
+    model_kwargs: dict
+    data_kwargs: dict
+    epochs: int
+    batch_size: int
+    lr: float
+    key: str | None = None
+    seeds: list[int] | None = None
+
+
+@dataclass(frozen=True)
+class RandomLabelSettings:
+    """The random-label study of notebook 07 at one profile: every net of ``runs`` on
+    ``dataset`` with random labels, trained by each of ``methods`` with each of ``seeds``."""
+    dataset: str
+    seeds: list[int]
+    methods: list[str]
+    runs: list[RandomLabelRun]

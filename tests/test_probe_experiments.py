@@ -1,8 +1,10 @@
 """The filter-structure number, the resumable unit store, the long probing experiments at tiny
 sizes (filters + CKA, random labels over seeds, the gradient-cosine ablation) and their summaries."""
+import dataclasses
 import json
 import math
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -17,6 +19,8 @@ from paper_repro.plots import similarity as similarity_plots
 from paper_repro.probes import PAPER_GREEDY_COSINE, ablation, experiments, filters, gradient_cosine, random_label_claims
 from paper_repro.probes import run as probe_run
 from paper_repro.probes.store import UnitStore
+from paper_repro.settings_types import (AblationSettings, AblationVariant, FeatureSettings, GradientSettings,
+                                        RandomLabelRun, RandomLabelSettings)
 
 
 # ------------------------------------------------------------------ filter structure
@@ -95,10 +99,10 @@ def test_filter_structure_table():
 
 def test_imagenet_stem_has_64_filters_of_7x7_stride_2():
     S = settings.similarity_settings("features", "cpu")
-    net = models.build(S["model"], **S["model_kwargs"])
+    net = models.build(S.model, **S.model_kwargs)
     conv = filters.first_conv(net)
     assert conv.weight.shape == (64, 3, 7, 7) and conv.stride == (2, 2)
-    assert S["dataset"] == "cifar10" and "max_train" not in S["data_kwargs"]   # the full training set
+    assert S.dataset == "cifar10" and "max_train" not in S.data_kwargs   # the full training set
 
 
 # ------------------------------------------------------------------------ unit store
@@ -128,8 +132,9 @@ def test_unit_store_round_trip_atomic_and_names(tmp_path):
 
 # ------------------------------------------------------------------- filters + CKA runs
 def _features_settings():
-    return dict(dataset="digits", data_kwargs={}, model="resnet18", model_kwargs=dict(small_input=False, width=4),
-                steps=2, batch_size=16, lr=1e-3, cka_examples=40, eval_examples=40, methods=["backprop", "greedy"])
+    return FeatureSettings(dataset="digits", data_kwargs={}, model="resnet18",
+                           model_kwargs=dict(small_input=False, width=4), steps=2, batch_size=16, lr=1e-3,
+                           cka_examples=40, eval_examples=40, seeds=[0], methods=["backprop", "greedy"])
 
 
 def test_run_features_saves_units_tables_and_resumes(tmp_path, monkeypatch):
@@ -151,13 +156,13 @@ def test_run_features_saves_units_tables_and_resumes(tmp_path, monkeypatch):
     again = experiments.run_features(S, d, tmp_path, log=lambda s: None)
     pd.testing.assert_frame_equal(again["filter_structure"], tables["filter_structure"])
     with pytest.raises(ValueError, match="other settings.*steps"):
-        experiments.run_features({**S, "steps": 3}, d, tmp_path, log=lambda s: None)
+        experiments.run_features(dataclasses.replace(S, steps=3), d, tmp_path, log=lambda s: None)
 
 
 def test_features_per_seed_spread_and_cka_outlives_the_nets(tmp_path):
     """Each seed starts from its own initial net; the summary is the mean over seeds with its
     min and max; a seed's CKA, saved once, is still there when its nets are gone (a new clone)."""
-    S, d = {**_features_settings(), "seeds": [0, 1]}, data_mod.load("digits")
+    S, d = dataclasses.replace(_features_settings(), seeds=[0, 1]), data_mod.load("digits")
     tables = experiments.run_features(S, d, tmp_path, log=lambda s: None, seeds=[0])
     assert set(tables["filter_structure"].seed) == {0}
     experiments.run_features(S, d, tmp_path, log=lambda s: None)   # adds seed 1 to the same folder
@@ -180,9 +185,9 @@ def test_features_per_seed_spread_and_cka_outlives_the_nets(tmp_path):
 
 # ---------------------------------------------------------------------- random labels
 def _random_label_settings():
-    return dict(dataset="digits", seeds=[0, 1], methods=["backprop", "greedy"], runs=[
-        dict(model="mlp", label="MLP 2x16", model_kwargs=dict(depth=2, width=16),
-             data_kwargs=dict(max_train=200), epochs=3, batch_size=50, lr=1e-3)])
+    return RandomLabelSettings(dataset="digits", seeds=[0, 1], methods=["backprop", "greedy"], runs=[
+        RandomLabelRun(model="mlp", label="MLP 2x16", model_kwargs=dict(depth=2, width=16),
+                       data_kwargs=dict(max_train=200), epochs=3, batch_size=50, lr=1e-3)])
 
 
 def test_run_random_labels_units_resume_and_summary(tmp_path, monkeypatch):
@@ -200,7 +205,7 @@ def test_run_random_labels_units_resume_and_summary(tmp_path, monkeypatch):
     assert summary.loc["greedy", "seeds"] == 2
     monkeypatch.setattr(experiments, "random_label_runs", lambda *a, **k: (_ for _ in ()).throw(AssertionError))
     experiments.run_random_labels(S, None, tmp_path, log=lambda s: None)   # everything done: nothing trains
-    S["runs"][0]["epochs"] = 4
+    S = dataclasses.replace(S, runs=[dataclasses.replace(S.runs[0], epochs=4)])
     with pytest.raises(ValueError, match="other settings"):
         experiments.run_random_labels(S, None, tmp_path, log=lambda s: None)
 
@@ -246,17 +251,18 @@ def test_ablation_net_heads_and_classifier_block():
 
 
 def _ablation_settings():
-    return dict(dataset="digits", data_kwargs=dict(max_train=300), depth=3, width=16, steps=6, every=3,
-                batch_size=32, lr=1e-3, ablation=dict(seeds=[0, 1], variants=[
-                    dict(name="base", change="none"),
-                    dict(name="fixed_probe", probe_examples=64),
-                    dict(name="backprop_path", trajectory="backprop", seeds=[0]),
-                    dict(name="classifier_last", last_block="classifier", seeds=[0])]))
+    return GradientSettings(dataset="digits", data_kwargs=dict(max_train=300), depth=3, width=16, steps=6, every=3,
+                            batch_size=32, lr=1e-3, seeds=[0], methods=["greedy"],
+                            ablation=AblationSettings(seeds=[0, 1], variants=[
+                                AblationVariant(name="base", change="none"),
+                                AblationVariant(name="fixed_probe", probe_examples=64),
+                                AblationVariant(name="backprop_path", trajectory="backprop", seeds=[0]),
+                                AblationVariant(name="classifier_last", last_block="classifier", seeds=[0])]))
 
 
 def test_fixed_probe_measures_on_the_fixed_examples_and_backprop_path_trains_heads():
     S, d = _ablation_settings(), data_mod.load("digits", max_train=300)
-    V = ablation.variant_settings(S, S["ablation"]["variants"][1])
+    V = ablation.variant_settings(S, S.ablation.variants[1])
     rows, info = ablation.ablation_unit(V, 0, d)
     torch.manual_seed(0)  # the same initial net: step 1's cosine on the fixed set, computed directly
     net = ablation.ablation_net(3, 16, 64, 10)
@@ -296,11 +302,43 @@ def test_run_ablation_resumes_and_summarises(tmp_path, monkeypatch):
     assert len(fig.axes[0].lines) >= 4 and save_figure(fig, "ablation", tmp_path).is_file()
     monkeypatch.setattr(ablation, "ablation_unit", lambda *a, **k: (_ for _ in ()).throw(AssertionError))
     ablation.run_ablation(S, None, tmp_path, log=lambda s: None)
-    S["steps"] = 7
     with pytest.raises(ValueError, match="other settings"):
-        ablation.run_ablation(S, None, tmp_path, log=lambda s: None)
-    with pytest.raises(ValueError, match="unknown ablation keys"):
-        ablation.variant_settings(S, dict(name="x", optimiser="sgd"))
+        ablation.run_ablation(dataclasses.replace(S, steps=7), None, tmp_path, log=lambda s: None)
+    with pytest.raises(TypeError, match="optimiser"):   # a misspelt change fails where it is written
+        AblationVariant(name="x", optimiser="sgd")
+    with pytest.raises(ValueError, match="no ablation"):
+        ablation.run_ablation(dataclasses.replace(S, ablation=None), None, tmp_path, log=lambda s: None)
+
+
+def test_a_variant_changes_only_what_it_sets():
+    S = _ablation_settings()
+    V = ablation.variant_settings(S, AblationVariant(name="sgd", optimizer="sgd", lr=0.01, width=8))
+    assert (V.optimizer, V.lr, V.width) == ("sgd", 0.01, 8)
+    assert (V.depth, V.steps, V.data_kwargs, V.seeds) == (3, 6, dict(max_train=300), [0, 1])   # ablation's seeds
+    assert (V.probe_examples, V.trajectory, V.heads, V.last_block) == (None, "greedy", "linear", "block")
+
+
+def test_the_committed_cpu_units_were_saved_with_the_cpu_settings():
+    """Resuming the committed cpu experiments (``python -m paper_repro.probes.run``) compares each
+    saved unit's settings with these: they must be the ones its files record."""
+    root = Path(__file__).resolve().parent.parent / "results" / "similarity"
+    G = settings.similarity_settings("gradient", "cpu")
+    units = UnitStore(root / "ablation_cpu")
+    for variant in G.ablation.variants:
+        V = ablation.variant_settings(G, variant)
+        saved = [units.load(f"{variant.name}_s{seed}")["settings"] for seed in V.seeds]
+        assert saved == [ablation._unit_settings(V)] * len(V.seeds), variant.name
+    F = settings.similarity_settings("features", "cpu")
+    features = UnitStore(root / "features_cpu")
+    for seed in F.seeds:
+        assert features.load(f"init_s{seed}")["settings"] == experiments._unit_settings(F)
+    R = settings.similarity_settings("random_labels", "cpu")
+    labels = UnitStore(root / "random_labels_cpu")
+    for run in R.runs:
+        for seed in R.seeds:
+            for method in R.methods:
+                name = f"{experiments.run_label(run)}_{method}_s{seed}"
+                assert labels.load(name)["settings"] == experiments._run_settings(run), name
 
 
 def test_paper_distance_by_hand():

@@ -41,16 +41,20 @@ def test_every_study_and_profile_resolves_to_valid_settings():
                     PipelineConfig(**model.config_fields(), micro_batch=value.micro_batch).validate()
                 for file in (value.calibrations or {}).values():  # cached per-block costs are committed
                     assert (Path(__file__).resolve().parents[1] / "results" / "simulate" / file).is_file()
-            else:
-                assert value["methods"] and value["dataset"]
+            else:   # a similarity study
+                assert isinstance(value, (settings_types.GradientSettings, settings_types.FeatureSettings,
+                                          settings_types.RandomLabelSettings))
+                assert value.methods and value.dataset
     assert settings.STUDIES["resnet-imagenet"] == ("full",)
 
 
 def test_settings_are_copies():
     s = settings.similarity_settings("gradient", "quick")
-    assert s["depth"] == 5
-    s["methods"].append("backprop")
-    assert "backprop" not in settings.similarity_settings("gradient", "quick")["methods"]
+    assert s.depth == 5
+    s.methods.append("backprop")
+    s.ablation.variants.clear()
+    fresh = settings.similarity_settings("gradient", "quick")
+    assert "backprop" not in fresh.methods and len(fresh.ablation.variants) == 5
     g = settings.compute_grid("mlp", "quick")
     g.model_kwargs["depth"] = 99
     assert settings.compute_grid("mlp", "quick").model_kwargs["depth"] == 4

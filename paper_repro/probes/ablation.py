@@ -1,24 +1,16 @@
 """Which part of the setting sets the levels of the gradient cosine: an ablation, one change at a time.
 
-The base setting is the gradient-similarity study's (:mod:`paper_repro.settings`, study
-``gradient``): a greedy MLP of ``depth`` blocks of ``width``, Adam, the cosine of each block's
-local update with its backprop gradient measured on the training mini-batch. Each variant of
-``S["ablation"]["variants"]`` changes some of these keys:
-
-* ``data_kwargs`` the data subset (e.g. the full training set);
-* ``optimizer``, ``lr`` (``"sgd"`` uses momentum 0.9);
-* ``probe_examples`` measure the cosine on a fixed set of that many training examples
-  instead of the training mini-batch;
-* ``trajectory`` ``"backprop"``: the net is trained end to end by backprop, and the greedy
-  auxiliary heads are trained alongside on the (detached) block outputs, so that the local
-  update can still be measured along a backprop trajectory;
-* ``heads`` ``"deep"``: each auxiliary head has the structure of the rest of the network
-  (as many Linear + ReLU layers as there are hidden blocks after it, then the classifier)
-  instead of one linear layer;
-* ``last_block`` ``"classifier"``: the last of the ``depth`` blocks is the linear classifier
-  itself (the net's output head is then the identity), so block ``depth - 1`` is followed
-  by one linear layer, exactly like its auxiliary head;
-* ``width``, ``depth``, ``steps``, ``seeds``.
+The base setting is the gradient-similarity study's (:class:`~paper_repro.settings_types.GradientSettings`,
+study ``gradient`` of :mod:`paper_repro.settings`): a greedy MLP of ``depth`` blocks of ``width``,
+Adam, the cosine of each block's local update with its backprop gradient measured on the
+training mini-batch. Each :class:`~paper_repro.settings_types.AblationVariant` of
+``S.ablation.variants`` changes some of it (every change is described there). Two need more
+words: with ``trajectory="backprop"`` the greedy auxiliary heads train alongside on the
+(detached) block outputs, so that the local update can still be measured along a backprop
+trajectory; with ``heads="deep"`` each auxiliary head has as many Linear + ReLU layers as there
+are hidden blocks after it, then the classifier; with ``last_block="classifier"`` the net's
+output head is the identity, so block ``depth - 1`` is followed by one linear layer, exactly
+like its auxiliary head.
 
 :func:`run_ablation` saves one unit per variant x seed (resumable) and the tables
 ``ablation_cosine.csv`` (every recorded step), ``ablation_layers.csv`` (per variant and layer:
@@ -27,9 +19,11 @@ mean over the last 20% of steps, sd over seeds, the paper's range) and ``ablatio
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -40,12 +34,32 @@ import torch.nn as nn
 from .. import methods, models
 from .. import train as train_mod
 from ..blocknet import BlockNet
+from ..settings_types import AblationVariant, GradientSettings
 from .gradients import gradient_cosine
 from .store import UnitStore
 from .studies import PAPER_GREEDY_COSINE, gradient_claims, load_data
 
-VARIANT_KEYS = ("name", "change", "data_kwargs", "optimizer", "lr", "probe_examples", "trajectory", "heads",
-                "last_block", "width", "depth", "steps", "seeds")
+
+@dataclass(frozen=True)
+class AblationRun:
+    """What one variant trains with (:func:`variant_settings`): the base settings' fields
+    but ``ablation``, ``seeds`` the ablation's (or the variant's), and the five the variants
+    change beyond them, at the base's values unless the variant sets them."""
+    dataset: str
+    data_kwargs: dict
+    depth: int
+    width: int
+    steps: int
+    every: int
+    batch_size: int
+    lr: float
+    seeds: list[int]
+    methods: list[str]
+    optimizer: str = "adam"
+    probe_examples: int | None = None
+    trajectory: str = "greedy"
+    heads: str = "linear"
+    last_block: str = "block"
 
 
 def ablation_net(depth: int, width: int, in_dim: int, num_classes: int, heads: str = "linear",
@@ -102,41 +116,42 @@ class CosineProbe:
                 self.rows.append({"step": step, "layer": i + 1, "cosine": c})
 
 
-def variant_settings(S: dict, variant: dict) -> dict:
-    """The base settings ``S`` with ``variant``'s changes applied (unknown keys refused)."""
-    unknown = sorted(set(variant) - set(VARIANT_KEYS))
-    if unknown:
-        raise ValueError(f"unknown ablation keys {', '.join(unknown)} in variant {variant.get('name')!r}; "
-                         f"valid: {', '.join(VARIANT_KEYS)}")
-    base = dict(optimizer="adam", probe_examples=None, trajectory="greedy", heads="linear", last_block="block",
-                seeds=S["ablation"]["seeds"])
-    return {**S, **base, **{k: v for k, v in variant.items() if k not in ("name", "change")}}
+def variant_settings(S: GradientSettings, variant: AblationVariant) -> AblationRun:
+    """The base settings ``S`` with ``variant``'s changes applied."""
+    base = {f.name: getattr(S, f.name) for f in dataclasses.fields(S) if f.name != "ablation"}
+    return AblationRun(**{**base, "seeds": _ablation(S).seeds, **variant.changes()})
 
 
-def ablation_unit(V: dict, seed: int, data, device: str = "cpu") -> tuple[pd.DataFrame, dict]:
+def _ablation(S: GradientSettings):
+    if S.ablation is None:
+        raise ValueError("these gradient-similarity settings have no ablation (the full profile runs none)")
+    return S.ablation
+
+
+def ablation_unit(V: AblationRun, seed: int, data, device: str = "cpu") -> tuple[pd.DataFrame, dict]:
     """Train one variant ``V`` (from :func:`variant_settings`) with ``seed``: the cosine rows and a summary."""
-    if V["trajectory"] not in ("greedy", "backprop"):
-        raise ValueError(f"trajectory must be 'greedy' or 'backprop', got {V['trajectory']!r}")
+    if V.trajectory not in ("greedy", "backprop"):
+        raise ValueError(f"trajectory must be 'greedy' or 'backprop', got {V.trajectory!r}")
     torch.manual_seed(seed)
-    net = ablation_net(V["depth"], V["width"], math.prod(data.input_shape), data.num_classes, V["heads"],
-                       V["last_block"]).to(device)
+    net = ablation_net(V.depth, V.width, math.prod(data.input_shape), data.num_classes, V.heads,
+                       V.last_block).to(device)
     greedy = methods.build(net, "greedy")
-    learner = greedy if V["trajectory"] == "greedy" else methods.build(net, "backprop")
+    learner = greedy if V.trajectory == "greedy" else methods.build(net, "backprop")
     head_opt = None
-    if V["trajectory"] == "backprop":  # the auxiliary heads (all but the shared last one) learn alongside
-        head_opt = torch.optim.Adam([p for h in greedy.heads[:-1] for p in h.parameters()], lr=V["lr"])
+    if V.trajectory == "backprop":  # the auxiliary heads (all but the shared last one) learn alongside
+        head_opt = torch.optim.Adam([p for h in greedy.heads[:-1] for p in h.parameters()], lr=V.lr)
     probe = None
-    if V["probe_examples"]:
-        idx = train_mod.train_eval_indices(data, V["probe_examples"])
+    if V.probe_examples:
+        idx = train_mod.train_eval_indices(data, V.probe_examples)
         px, py = data.batch("train", idx)
         probe = (px.to(device), py.to(device))
-    cb = CosineProbe(greedy, V["every"], probe, head_opt)
-    cfg = train_mod.TrainConfig(model=None, method=None, dataset=V["dataset"], steps=V["steps"],
-                                batch_size=V["batch_size"], optimizer=V["optimizer"], lr=V["lr"], seed=seed,
+    cb = CosineProbe(greedy, V.every, probe, head_opt)
+    cfg = train_mod.TrainConfig(model=None, method=None, dataset=V.dataset, steps=V.steps,
+                                batch_size=V.batch_size, optimizer=V.optimizer, lr=V.lr, seed=seed,
                                 eval_every=0, eval_examples=1000, device=device, progress=False)
     result = train_mod.train(cfg, data=data, callback=cb, learner=learner)
     if result.status != "finished":
-        raise RuntimeError(f"ablation variant diverged with seed {seed}; lower its lr ({V['lr']})")
+        raise RuntimeError(f"ablation variant diverged with seed {seed}; lower its lr ({V.lr})")
     s = result.summary()
     return pd.DataFrame(cb.rows), {"final_loss": s["final_loss"], "test_acc": s["eval_acc"],
                                    "wall_time_s": s["wall_time_s"]}
@@ -155,22 +170,21 @@ def paper_distance(measured: dict[int, float]) -> float:
     return float(np.mean(dist))
 
 
-def summarise_ablation(S: dict, root: str | Path) -> dict[str, pd.DataFrame]:
+def summarise_ablation(S: GradientSettings, root: str | Path) -> dict[str, pd.DataFrame]:
     """Rebuild the ablation tables from every saved unit."""
     store = UnitStore(root)
     frames, layers, summary = [], [], []
-    for variant in S["ablation"]["variants"]:
+    for variant in _ablation(S).variants:
         V = variant_settings(S, variant)
-        units = [store.load(f"{variant['name']}_s{seed}") for seed in V["seeds"]
-                 if store.done(f"{variant['name']}_s{seed}")]
+        units = [store.load(f"{variant.name}_s{seed}") for seed in V.seeds if store.done(f"{variant.name}_s{seed}")]
         if not units:
             continue
         df = pd.concat([pd.DataFrame(u["rows"]).assign(seed=u["seed"]) for u in units], ignore_index=True)
-        frames.append(df.assign(variant=variant["name"]))
+        frames.append(df.assign(variant=variant.name))
         claims = gradient_claims(df.assign(method="greedy"))
-        layers.append(claims.assign(variant=variant["name"]))
+        layers.append(claims.assign(variant=variant.name))
         measured = dict(zip(claims.layer, claims.measured))
-        summary.append({"variant": variant["name"], "change": variant.get("change", ""), "seeds": len(units),
+        summary.append({"variant": variant.name, "change": variant.change, "seeds": len(units),
                         **{f"layer_{k}": v for k, v in measured.items()},
                         "distance_to_paper": round(paper_distance(measured), 3),
                         "layers_compared": min(len(measured), len(PAPER_GREEDY_COSINE)),
@@ -186,8 +200,9 @@ def summarise_ablation(S: dict, root: str | Path) -> dict[str, pd.DataFrame]:
     return tables
 
 
-def _unit_settings(V: dict) -> dict:
-    return json.loads(json.dumps({k: v for k, v in V.items() if k != "ablation"}))
+def _unit_settings(V: AblationRun) -> dict:
+    """What a saved unit records of its settings (and must match to be resumed)."""
+    return json.loads(json.dumps(dataclasses.asdict(V)))
 
 
 def _layers_in_order(df: pd.DataFrame) -> pd.DataFrame:
@@ -197,29 +212,29 @@ def _layers_in_order(df: pd.DataFrame) -> pd.DataFrame:
     return df[front + layer_cols + [c for c in df.columns if c not in front and c not in layer_cols]]
 
 
-def run_ablation(S: dict, data_dir, root: str | Path, device: str = "cpu", log=print,
+def run_ablation(S: GradientSettings, data_dir, root: str | Path, device: str = "cpu", log=print,
                  seeds: list[int] | None = None) -> dict[str, pd.DataFrame]:
-    """Every seed x variant of ``S["ablation"]`` (all variants of the first seed first), one saved
+    """Every seed x variant of ``S.ablation`` (all variants of the first seed first), one saved
     unit each (resumable); ``seeds`` restricts this call to some seeds. Returns the tables."""
     store = UnitStore(root)
     loaded: dict[str, object] = {}
-    variants = [(v, variant_settings(S, v)) for v in S["ablation"]["variants"]]
-    all_seeds = sorted({seed for _, V in variants for seed in V["seeds"]})
+    variants = [(v, variant_settings(S, v)) for v in _ablation(S).variants]
+    all_seeds = sorted({seed for _, V in variants for seed in V.seeds})
     for seed, (variant, V) in ((s, vv) for s in all_seeds for vv in variants):
-        if seed in V["seeds"] and (seeds is None or seed in seeds):
-            name = f"{variant['name']}_s{seed}"
+        if seed in V.seeds and (seeds is None or seed in seeds):
+            name = f"{variant.name}_s{seed}"
             if store.done(name):
                 if store.load(name)["settings"] != _unit_settings(V):
                     raise ValueError(f"unit {name} in {root} was saved with other settings; use another folder "
                                      "or delete that unit")
                 log(f"[{time.strftime('%H:%M:%S')}] ablation {name}: done before, skipped")
                 continue
-            key = repr(sorted(V["data_kwargs"].items()))
+            key = repr(sorted(V.data_kwargs.items()))
             if key not in loaded:
                 loaded[key] = load_data(V, data_dir)
             t0 = time.perf_counter()
             rows, info = ablation_unit(V, seed, loaded[key], device)
-            store.save(name, {"variant": variant["name"], "seed": seed, **info, "settings": _unit_settings(V),
+            store.save(name, {"variant": variant.name, "seed": seed, **info, "settings": _unit_settings(V),
                               "rows": rows})
             last = rows[rows.step == rows.step.max()].cosine.round(2).tolist()
             log(f"[{time.strftime('%H:%M:%S')}] ablation {name}: last cosines {last}, "

@@ -30,6 +30,7 @@ import pandas as pd
 import torch
 
 from .. import train as train_mod
+from ..settings_types import FeatureSettings, RandomLabelRun, RandomLabelSettings
 from .cka import cka_table
 from .filters import filter_structure, first_conv
 from .store import UnitStore
@@ -54,8 +55,8 @@ def progress_callback(log: Log, label: str, total: int, every: int = 100):
 
 
 def check_same_settings(store: UnitStore, name: str, S: dict) -> None:
-    """A ValueError when unit ``name`` of ``store`` was saved with other settings than ``S``:
-    resuming would mix two experiments in one folder."""
+    """A ValueError when unit ``name`` of ``store`` was saved with other settings than ``S`` (as
+    a unit records them): resuming would mix two experiments in one folder."""
     saved = store.load(name).get("settings")
     if saved != json.loads(json.dumps(S)):
         changed = sorted(k for k in set(saved or {}) | set(S) if (saved or {}).get(k) != S.get(k))
@@ -64,41 +65,35 @@ def check_same_settings(store: UnitStore, name: str, S: dict) -> None:
 
 
 # ------------------------------------------------------------------------- filters + CKA
-def features_config(S: dict, device: str = "cpu", seed: int = 0) -> train_mod.TrainConfig:
+def features_config(S: FeatureSettings, device: str = "cpu", seed: int = 0) -> train_mod.TrainConfig:
     """The training run of the feature-similarity settings ``S`` for one seed (method set per run)."""
-    return train_mod.TrainConfig(model=S["model"], model_kwargs=dict(S.get("model_kwargs", {})),
-                                 dataset=S["dataset"], data_kwargs=dict(S.get("data_kwargs", {})),
-                                 steps=S["steps"], batch_size=S["batch_size"], lr=S["lr"], seed=seed,
-                                 eval_every=0, eval_examples=S.get("eval_examples", 1000), device=device,
+    return train_mod.TrainConfig(model=S.model, model_kwargs=dict(S.model_kwargs), dataset=S.dataset,
+                                 data_kwargs=dict(S.data_kwargs), steps=S.steps, batch_size=S.batch_size, lr=S.lr,
+                                 seed=seed, eval_every=0, eval_examples=S.eval_examples, device=device,
                                  progress=False)
 
 
-def feature_seeds(S: dict) -> list[int]:
-    """The seeds of the feature-similarity settings ``S`` (``[0]`` when it names none)."""
-    return list(S.get("seeds", [0]))
-
-
-def _unit_settings(S: dict) -> dict:
+def _unit_settings(S: FeatureSettings) -> dict:
     """What one seed's units must share to sit in one folder: everything but the seed list
     (adding a seed later does not change the experiment)."""
-    return {k: v for k, v in S.items() if k != "seeds"}
+    return {k: v for k, v in dataclasses.asdict(S).items() if k != "seeds"}
 
 
-def run_features(S: dict, data, root: str | Path, device: str = "cpu", log: Log = print,
+def run_features(S: FeatureSettings, data, root: str | Path, device: str = "cpu", log: Log = print,
                  seeds: list[int] | None = None) -> dict[str, pd.DataFrame]:
     """Train one net per method and seed of ``S`` (resumable, see the module docstring); each seed
     starts every method from its own initial net. ``seeds`` restricts this call to some seeds.
     Returns the tables."""
     store = UnitStore(root)
     settings = _unit_settings(S)
-    for seed in feature_seeds(S) if seeds is None else seeds:
+    for seed in S.seeds if seeds is None else seeds:
         cfg = features_config(S, device, seed)
         init = f"init_s{seed}"
         if not store.done(init):
             store.save(init, {"method": "init", "seed": seed, "settings": settings},
                        {"stem": first_conv(initial_net(cfg, data)).weight})
         check_same_settings(store, init, settings)
-        for method in S["methods"]:
+        for method in S.methods:
             name = f"{method}_s{seed}"
             if store.done(name):
                 _stamp(log, f"features {name}: done before, skipped")
@@ -127,24 +122,24 @@ def spread_over_seeds(df: pd.DataFrame, keys: list[str], value: str) -> pd.DataF
             .reset_index())
 
 
-def _save_cka(S: dict, data, store: UnitStore, seed: int, device: str) -> None:
+def _save_cka(S: FeatureSettings, data, store: UnitStore, seed: int, device: str) -> None:
     """Save the unit ``cka_s<seed>``: block-by-block CKA of every method's net of ``seed`` against
     backprop's, once every method of the seed has finished (and not again). The nets are read
     from ``nets/``, which only the machine that trained them has: the saved table outlives them."""
-    if store.done(f"cka_s{seed}") or "backprop" not in S["methods"] or \
-            not all(store.done(f"{m}_s{seed}") for m in S["methods"]):
+    if store.done(f"cka_s{seed}") or "backprop" not in S.methods or \
+            not all(store.done(f"{m}_s{seed}") for m in S.methods):
         return
     cfg = features_config(S, device, seed)
     nets = {}
-    for m in S["methods"]:
+    for m in S.methods:
         net = initial_net(cfg, data)
         net.load_state_dict(store.tensors(f"nets/{m}_s{seed}"))
         nets[m] = net.eval()
-    x_eval = next(data.eval_batches("test", batch_size=S["cka_examples"]))[0].to(device)
+    x_eval = next(data.eval_batches("test", batch_size=S.cka_examples))[0].to(device)
     store.save(f"cka_s{seed}", {"seed": seed, "rows": cka_table(nets, "backprop", x_eval)})
 
 
-def summarise_features(S: dict, data, root: str | Path, device: str = "cpu") -> dict[str, pd.DataFrame]:
+def summarise_features(S: FeatureSettings, data, root: str | Path, device: str = "cpu") -> dict[str, pd.DataFrame]:
     """Rebuild the tables from the saved units: ``filter_structure.csv`` (per seed and method,
     with the common start ``init``), ``filter_summary.csv`` (over seeds), ``training.csv``, and
     ``cka.csv`` and ``cka_summary.csv`` over the seeds whose methods have all finished (each
@@ -152,7 +147,7 @@ def summarise_features(S: dict, data, root: str | Path, device: str = "cpu") -> 
     store = UnitStore(root)
     structure, training, cka = [], [], []
     for seed in _saved_seeds(store):
-        done = [m for m in S["methods"] if store.done(f"{m}_s{seed}")]
+        done = [m for m in S.methods if store.done(f"{m}_s{seed}")]
         init = store.tensors(f"init_s{seed}")["stem"]
         stems = {m: store.tensors(f"{m}_s{seed}")["stem"] for m in done}
         structure.append(filter_structure({"init": init, **stems}, init).assign(seed=seed))
@@ -197,45 +192,52 @@ def load_features(root: str | Path, seed: int | None = None) -> dict:
 
 
 # --------------------------------------------------------------------------- random labels
-def run_label(run: dict) -> str:
+def run_label(run: RandomLabelRun) -> str:
     """The short name of one random-label net of the settings (``resnet18``, ``mlp``)."""
-    return run.get("key", run["model"])
+    return run.key or run.model
 
 
-def run_random_labels(S: dict, data_dir, root: str | Path, device: str = "cpu", log: Log = print,
+def _run_settings(run: RandomLabelRun) -> dict:
+    """What a saved unit records of its net's settings (and must match to be resumed): the
+    fields it sets."""
+    return json.loads(json.dumps({k: v for k, v in dataclasses.asdict(run).items() if v is not None}))
+
+
+def run_random_labels(S: RandomLabelSettings, data_dir, root: str | Path, device: str = "cpu", log: Log = print,
                       methods: list[str] | None = None, seeds: list[int] | None = None,
                       nets: list[str] | None = None) -> dict[str, pd.DataFrame]:
     """Training accuracy on random labels, one saved unit per net x seed x method (resumable).
 
-    A net of ``S["runs"]`` may set its own ``seeds``; the default is ``S["seeds"]``. ``methods``
+    A net of ``S.runs`` may set its own ``seeds``; the default is ``S.seeds``. ``methods``
     / ``seeds`` / ``nets`` (names from :func:`run_label`) restrict this call to some of the units
     (the others are left for a later call)."""
     store = UnitStore(root)
-    for run in S["runs"]:
+    for run in S.runs:
         if nets is not None and run_label(run) not in nets:
             continue
         data = None
-        for seed in run.get("seeds", S["seeds"]):
-            for method in S["methods"]:
+        for seed in S.seeds if run.seeds is None else run.seeds:
+            for method in S.methods:
                 if (methods is not None and method not in methods) or (seeds is not None and seed not in seeds):
                     continue
                 name = f"{run_label(run)}_{method}_s{seed}"
                 if store.done(name):
-                    if store.load(name).get("settings") != json.loads(json.dumps(run)):
+                    if store.load(name).get("settings") != _run_settings(run):
                         raise ValueError(f"unit {name} in {root} was saved with other settings than {run}; "
                                          "use another folder or delete that unit")
                     _stamp(log, f"random labels {name}: done before, skipped")
                     continue
-                data = data if data is not None else load_data({**S, **run}, data_dir)
-                cfg = train_mod.TrainConfig(model=run["model"], dataset=S["dataset"], batch_size=run["batch_size"],
-                                            lr=run["lr"], device=device, model_kwargs=dict(run["model_kwargs"]),
+                data = data if data is not None else load_data(S, data_dir, run.data_kwargs)
+                cfg = train_mod.TrainConfig(model=run.model, dataset=S.dataset, batch_size=run.batch_size,
+                                            lr=run.lr, device=device, model_kwargs=dict(run.model_kwargs),
                                             progress=False)
-                _stamp(log, f"random labels {name}: {run['epochs']} epochs on {data}")
+                _stamp(log, f"random labels {name}: {run.epochs} epochs on {data}")
                 t0 = time.perf_counter()
-                df = random_label_runs(cfg, [method], [seed], run["epochs"], data=data)
-                store.save(name, {"model": run["label"], "key": run_label(run), "method": method, "seed": seed,
-                                  "epochs": run["epochs"], "n_train": data.num_examples("train"),
-                                  "wall_time_s": time.perf_counter() - t0, "settings": run, "rows": df})
+                df = random_label_runs(cfg, [method], [seed], run.epochs, data=data)
+                store.save(name, {"model": run.label, "key": run_label(run), "method": method, "seed": seed,
+                                  "epochs": run.epochs, "n_train": data.num_examples("train"),
+                                  "wall_time_s": time.perf_counter() - t0, "settings": _run_settings(run),
+                                  "rows": df})
                 _stamp(log, f"random labels {name}: final train acc {df.train_acc.iloc[-1]:.3f}, "
                             f"{time.perf_counter() - t0:.0f} s")
     return summarise_random_labels(root)

@@ -24,9 +24,11 @@ from ..models import BlockNet
 from .gradients import GradientCosineRecorder
 
 
-def load_data(s: dict, data_dir=None):
-    """The data set of study settings ``s`` (``data_dir`` is ignored for the offline digits)."""
-    return data_mod.load(s["dataset"], None if s["dataset"] == "digits" else data_dir, **s.get("data_kwargs", {}))
+def load_data(s, data_dir=None, data_kwargs: dict | None = None):
+    """The data set of study settings ``s``: its ``dataset`` with its ``data_kwargs``, or with
+    ``data_kwargs`` when given (``data_dir`` is ignored for the offline digits)."""
+    kwargs = s.data_kwargs if data_kwargs is None else data_kwargs
+    return data_mod.load(s.dataset, None if s.dataset == "digits" else data_dir, **kwargs)
 
 
 # ------------------------------------------------------------------- gradient similarity
