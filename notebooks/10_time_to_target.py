@@ -40,8 +40,10 @@ threads = 1                  # torch threads per process
 import pandas as pd
 from IPython.display import display
 
-from paper_repro import plots, race
+from paper_repro import plots, race, studies
 from paper_repro.analysis import race as race_tables
+from paper_repro.simulate import race as simulate_race
+from paper_repro.simulate.engine import Link
 from paper_repro.notebooks import check_parameters, notebook_path
 from paper_repro.settings import race_settings
 
@@ -104,6 +106,29 @@ fig = plots.plot_race(race_tables.loss_curves(records), S.targets,
                       plots.figure_title("Training-subset loss against wall-clock seconds", model=model,
                                          dataset=S.dataset, profile=profile, device=S.device))
 plots.save_figure(fig, f"10_race_{profile}", figures_dir)
+
+# %% [markdown]
+# ## Predicted for more devices (a prediction, not a measurement)
+# Time to each target on more devices = the committed studies' steps (at 2 devices the race's
+# 10-block net, from the deep study; at 4, 8 and 16 the speedup-vs-modules study's net of that
+# depth, one block per device) x the simulator's step time on per-block costs calibrated on this
+# machine; DDP from a stated formula (`paper_repro.simulate.race`). Steps at a batch the study did
+# not train are interpolated (`steps_from`). At 2 devices the prediction stands beside the
+# measured race, evaluation left out of both: its error is shown, not tuned away.
+
+# %%
+if S.predict_devices:
+    deep = pd.read_csv(f"{results_dir}/{S.lr_store}/steps_vs_batch.csv").assign(depth=10)
+    modules = studies.modules_study("cpu", results_dir=results_dir, train_missing=False)
+    steps = pd.concat([deep, modules.steps[modules.steps["depth"] != 10]], ignore_index=True)
+    link = Link(*S.link) if S.link else Link()
+    predicted = simulate_race.predict(steps, race.prediction_costs(S, store, threads), S.predict_devices,
+                                      list(S.strategies), S.batches, S.targets, S.micro_batches, link)
+    print("link:", f"latency {link.latency:g} s, bandwidth {link.bandwidth:g} B/s" if S.link else "ideal (not measured)")
+    display(predicted.pivot_table(index=["target", "batch", "strategy"], columns="devices", values="seconds").round(1))
+    display(simulate_race.prediction_error(predicted, table).round(3))
+else:
+    print(f"the {profile} profile has no committed study to predict from")
 
 # %% [markdown]
 # ## Checks

@@ -34,6 +34,7 @@ from .distributed.fields import TrainingFields
 from .distributed.trainer import train_many
 from .hardware import hardware_label
 from .settings_types import RaceSettings, RaceStrategy
+from .simulate.calibrate import BlockCosts, measure
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 
@@ -204,3 +205,23 @@ def run_race(settings: RaceSettings, results: str | os.PathLike = RESULTS, data_
                 bar.update()
     bar.close()
     return store
+
+
+def prediction_costs(settings: RaceSettings, store: str | os.PathLike, threads: int = 1) -> dict:
+    """``{depth: per-block costs}`` of the net each predicted device count trains (the settings'
+    model at that depth), calibrated on this machine with ``threads`` torch threads at
+    ``settings.calibration_micro_batch`` and kept in the store (``calibration_depth<D>.json``), so a
+    later run reads them instead of measuring again."""
+    out = {}
+    for depth in sorted(set(settings.predict_devices.values())):
+        path = Path(store) / f"calibration_depth{depth}.json"
+        if path.is_file():
+            out[depth] = BlockCosts.load(path)
+            continue
+        cfg = PipelineConfig(model=settings.model, model_kwargs={**settings.model_kwargs, "depth": depth},
+                             image_size=settings.data_kwargs.get("image_size", 32), stages=1,
+                             micro_batch=settings.calibration_micro_batch, threads=threads, device=settings.device)
+        out[depth] = measure(cfg, reps=3, threads=threads)
+        out[depth].save(path)
+    return out
+

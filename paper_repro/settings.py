@@ -15,6 +15,7 @@ quickstart                                  :func:`quickstart_config`     a ``Tr
 gradient, features, random_labels           :func:`similarity_settings`   a ``GradientSettings``, ...
 pipeline                                    :func:`pipeline_settings`     a ``PipelineSettings``
 scaling                                     :func:`scaling_settings`      a ``ScalingSettings``
+race                                        :func:`race_settings`         a ``RaceSettings``
 ==========================================  ============================  =========================
 
 :func:`get` dispatches on the study name (and returns the same); :data:`STUDIES` lists every
@@ -423,9 +424,9 @@ _RACE = {
         data_kwargs={"image_size": 8, "max_test": 2000}, processes=2, batches=(1024, 4096, 16384),
         micro_batches=16, targets=(1.5, 1.3), max_examples=1_000_000, eval_every_examples=16384,
         train_eval_examples=2000, repeats=3, strategies=_RACE_STRATEGIES,
-        lr_store="mlp_deep_ln_cifar10_8px_cpu", lr_target=1.3),
+        lr_store="mlp_deep_ln_cifar10_8px_cpu", lr_target=1.3, predict_devices={2: 10, 4: 4, 8: 8, 16: 16}),
 }
-_RACE["full"] = dataclasses.replace(_RACE["cpu"], name="race_mlp_deep_ln_cifar10_8px_gpu", device="cuda")
+_RACE["full"] = dataclasses.replace(_RACE["cpu"], name="race_mlp_deep_ln_cifar10_8px_full", device="cuda")
 
 # every study -> its profiles
 STUDIES = {**{s: tuple(p for t, p in _GRIDS if t == s) for s in COMPUTE_STUDIES},
@@ -541,4 +542,6 @@ def get(study: str, profile: str = "quick", **kwargs):
         return pipeline_settings(profile)
     if study == "scaling":
         return scaling_settings(profile)
+    if study == "race":
+        return race_settings(profile)
     raise ValueError(f"unknown study {study!r}; valid: {', '.join(STUDIES)}")

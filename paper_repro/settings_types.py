@@ -161,6 +161,10 @@ class RaceSettings:
     * ``lr``: one learning rate for every strategy; or, with ``lr=None``, each method's best
       learning rate in the committed compute study ``lr_store`` (a folder under ``results/``) at
       loss ``lr_target``, at the batch its optimizer steps on (:func:`paper_repro.race.race_lr`)
+    * ``predict_devices``: ``{devices: depth}``, the device counts the race is predicted for and the
+      depth of the committed study's net each trains (:mod:`paper_repro.simulate.race`), from per-block
+      costs calibrated here at ``calibration_micro_batch`` (empty: no prediction), over a link of
+      ``link = (latency s, bandwidth bytes/s)`` between devices (empty: an ideal, free link)
     """
     name: str
     model: str
@@ -180,6 +184,9 @@ class RaceSettings:
     lr_store: str | None = None
     lr_target: float | None = None
     device: str = "cpu"
+    predict_devices: dict = dataclasses.field(default_factory=dict)
+    calibration_micro_batch: int = 64
+    link: tuple = ()
 
 
 

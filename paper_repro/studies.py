@@ -175,6 +175,7 @@ class ModulesStudy:
     missing: list = field(default_factory=list)  # stores not there yet (only reading): one line each
     lr_edges: pd.DataFrame = field(default_factory=pd.DataFrame)  # as Study.lr_edges, with a depth column
     regime: pd.DataFrame = field(default_factory=pd.DataFrame)    # as Study.regime, with a depth column
+    steps: pd.DataFrame = field(default_factory=pd.DataFrame)     # every depth's steps_vs_batch, with a depth column
 
     def regime_by_depth(self) -> pd.DataFrame:
         """Per depth: whether backprop is in the high-compute regime under every reading rule
@@ -210,7 +211,7 @@ def modules_study(profile: str = "quick", *, results_dir="results", data_dir=Non
     targets = list(targets or reading["targets"])
     grids = settings.module_grids(profile)
     sources = settings.module_sources(profile)
-    rows, missing, edges, regimes = [], [], [], []
+    rows, missing, edges, regimes, steps = [], [], [], [], []
     for depth, grid in grids.items():
         store = Path(results_dir) / sweep.store_name(grid, data_dir)
         if profile != "quick" and not train_missing and not store.is_dir():
@@ -223,6 +224,7 @@ def modules_study(profile: str = "quick", *, results_dir="results", data_dir=Non
         tables = analysis.study_tables(df, targets, rule)
         headline, svb = tables.headline, tables.steps_vs_batch
         edges.append(analysis.lr_at_edge(svb[svb.target == min(targets)], grid.lrs_for).assign(depth=depth))
+        steps.append(svb.assign(depth=depth))
         regime = analysis.regime_by_rule(df, targets, reading["rules"]).assign(depth=depth)
         regimes.append(regime)
         in_regime = regime.groupby("target").in_regime.all()
@@ -239,5 +241,6 @@ def modules_study(profile: str = "quick", *, results_dir="results", data_dir=Non
     model = f"MLP of width {first.model_kwargs.get('width')}{norm}, depth {', '.join(map(str, grids))}"
     edges = pd.concat(edges, ignore_index=True) if edges else pd.DataFrame()
     regimes = pd.concat(regimes, ignore_index=True) if regimes else pd.DataFrame()
+    steps = pd.concat(steps, ignore_index=True) if steps else pd.DataFrame()
     return ModulesStudy(profile=profile, device=device, table=pd.DataFrame(rows), labels=(model, data),
-                        missing=missing, lr_edges=edges, regime=regimes)
+                        missing=missing, lr_edges=edges, regime=regimes, steps=steps)

@@ -7,7 +7,7 @@ import pytest
 
 from pathlib import Path
 
-from paper_repro import names, settings, settings_types, sweep
+from paper_repro import names, settings, settings_types, sweep, race
 from paper_repro.distributed import PipelineConfig
 from paper_repro.distributed.options import configs_for
 from paper_repro.settings_types import CommunicationSettings, PipelineSettings, ScalingSettings, SimulatedModel
@@ -16,7 +16,7 @@ from paper_repro.train import TrainConfig
 
 def test_every_study_and_profile_resolves_to_valid_settings():
     assert set(settings.STUDIES) == {*settings.COMPUTE_STUDIES, settings.MODULES_STUDY, "quickstart",
-                                     *settings.SIMILARITY_STUDIES, "pipeline", "scaling"}
+                                     *settings.SIMILARITY_STUDIES, "pipeline", "scaling", "race"}
     for study, profiles in settings.STUDIES.items():
         assert profiles and set(profiles) <= set(settings.PROFILES)
         for profile in profiles:
@@ -35,6 +35,9 @@ def test_every_study_and_profile_resolves_to_valid_settings():
                 assert isinstance(value, PipelineSettings)
                 configs = configs_for(value)  # every (micro-batch, schedule) config validates
                 assert {c.micro_batch for c in configs} == set(value.micro_batch)
+            elif study == "race":      # every run's config validates, every strategy's lr is found
+                assert isinstance(value, settings_types.RaceSettings) and profile in value.name
+                assert len(race.race_runs(value)) == len(value.strategies) * len(value.batches) * value.repeats
             elif study == "scaling":
                 assert isinstance(value, ScalingSettings) and set(value.models) == {"resnet", "transformer"}
                 for model in value.models.values():  # the simulated models are valid pipeline configs
