@@ -126,7 +126,8 @@ def test_local_pipeline_parameters_equal_single_process_learner(launched):
     stages, tmp, configs, records = launched
     for i, (model, method, every) in enumerate(LOCAL_RUNS[stages]):
         record, cfg = records[i], configs[i]
-        assert (record["schedule"], record["method"], record["update_every"]) == ("local", method, every)
+        name = "local/M" if every == cfg.micro_batches > 1 else "local"      # one step per step: local/M
+        assert (record["schedule"], record["method"], record["update_every"]) == (name, method, every)
         learner, _ = local_reference(cfg)
         ref = learner.state_dict()
         seen = set()
@@ -240,7 +241,7 @@ def test_local_m_equals_the_single_process_learner_on_the_whole_step(launched):
     if stages != 2:
         pytest.skip("run with 2 processes")
     record = records[-1]
-    assert (record["schedule"], record["update_every"], record["optimizer_steps_per_step"]) == ("local", 4, 1)
+    assert (record["schedule"], record["update_every"], record["optimizer_steps_per_step"]) == ("local/M", 4, 1)
     assert record["optimizer"] == "adam" and record["dtype"] == "float64"
     ref = concatenated_batch_reference(PipelineConfig(**LOCAL_M), streams=1).state_dict()
     for s, saved in enumerate(_stage_states(tmp / "local_m", stages)):

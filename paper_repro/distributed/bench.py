@@ -36,8 +36,8 @@ def run_pipeline(configs: PipelineConfig | list[PipelineConfig], *, timeout: flo
     (time-balanced) cut is measured once, in this process, and handed to every process as an
     explicit ``method`` / ``split`` / ``block_split`` (the record's ``balance`` still says how
     it was found). A local pipeline stepping once per step is recorded as ``local/M``
-    (:func:`.report.named`); the records come in the row order of every tool's table
-    (:func:`paper_repro.report_table.ordered`; repeats of a run in the order they ran)."""
+    (:func:`.report.named`). The records come in the order of ``configs`` (one each); the
+    printed table orders its rows itself (:func:`paper_repro.report_table.ordered`)."""
     configs = [configs] if isinstance(configs, PipelineConfig) else list(configs)
     if any(c.device == "cuda" for c in configs):    # before a measured cut touches the device
         check_gpus(max(c.validate().processes for c in configs if c.device == "cuda"))
@@ -55,7 +55,7 @@ def run_pipeline(configs: PipelineConfig | list[PipelineConfig], *, timeout: flo
         method, split, blocks = cuts[key]
         resolved.append(dataclasses.replace(cfg, method=method, split=split, block_split=blocks))
     try:
-        return ordered(named(launch(resolved, timeout=timeout, progress=progress, **launch_kwargs)))
+        return named(launch(resolved, timeout=timeout, progress=progress, **launch_kwargs))
     except KeyboardInterrupt as stop:      # Ctrl-C / SIGTERM: the runs that had finished, named alike
         named(getattr(stop, "partial_records", None) or [])
         raise

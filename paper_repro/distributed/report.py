@@ -123,29 +123,6 @@ def targets(records: list[dict]) -> list[dict]:
     return rows
 
 
-def markdown_table(records: list[dict]) -> str:
-    """The run table as Markdown (for the README)."""
-    lines = ["| schedule | micro-batch | samples/s (median; runs) | busy per stage | fwd kB/sample | "
-             "bwd kB/sample | peak MB per stage |", "|---|---:|---|---|---:|---:|---|"]
-    for r in records:
-        runs = r.get("samples_per_s_runs") or [r["samples_per_s"]]
-        comm = r["comm_bytes_per_sample"]
-        lines.append(f"| {label(r)} | {r['micro_batch']} | **{r['samples_per_s']:.1f}** "
-                     f"({', '.join(f'{v:.0f}' for v in runs)}) | "
-                     f"{' / '.join(f'{b:.2f}' for b in r['busy_fraction_per_stage'])} | {comm['forward'] / 1e3:.2f} | "
-                     f"{comm['backward'] / 1e3:.2f} | "
-                     f"{' / '.join(f'{m / MB:.1f}' for m in r['peak_mem_bytes_per_stage'])} |")
-    return "\n".join(lines)
-
-
-def markdown_targets(rows: list[dict]) -> str:
-    lines = ["| micro-batch | target | goal | measured | best peer | |", "|---:|---|---:|---:|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['micro_batch']} | {r['target']} | {r['goal']} | {r['value']:.3f} | "
-                     f"{r.get('peer', '')} | {'met' if r['met'] else '**missed**'} |")
-    return "\n".join(lines)
-
-
 def format_targets(rows: list[dict]) -> str:
     lines = [f"{'mb':>4}  {'target':<66} {'goal':>8} {'measured':>9}  result"]
     for r in rows:

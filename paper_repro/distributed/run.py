@@ -34,6 +34,7 @@ from .local import run_local
 from .options import configs_from_args
 from .planning import keep_only, prepare, write_json
 from .replicas import Placement, place
+from .report import named
 from ..report_table import format_table
 from .split import boundary_records, stage_blocks, stage_boundaries, stage_indices
 from .timing import predicted_comm
@@ -200,7 +201,7 @@ def worker(configs: list[PipelineConfig], json_path: str | None = None, quiet: b
         for index, cfg in enumerate(configs):
             record = run_one(ctx, cfg, where, index, training, signals)
             if record is not None:
-                records.append(record)
+                records.append(record if training is not None else named([record])[0])
                 if partial_path:
                     write_json(records, partial_path)
             if training is not None:                # stopped by Ctrl-C / SIGTERM: no further run

@@ -24,7 +24,9 @@ import time
 
 import numpy as np
 import pandas as pd
+import torch
 
+from .. import train
 from .grid import Grid
 
 
@@ -56,10 +58,6 @@ def measure_rates(grid: Grid, *, steps: int = 3, batch_sizes=None, data_dir: str
     ``threads`` torch threads (a sweep worker's 1 by default; None: unchanged) and no
     evaluation. Columns: ``method``, ``batch_size``, ``s_per_step``, ``s_per_example`` and
     ``examples_to_stop`` (NaN: unknown), the rates :func:`time_estimate` takes."""
-    import torch
-
-    from .. import train
-
     if data is None:
         data = train.load_data(train.TrainConfig(**grid.points()[0]["config"], data_dir=data_dir))
     saved = torch.get_num_threads()
