@@ -11,7 +11,8 @@ from paper_repro.distributed import build_learner as pipeline_learner
 
 TRAIN_KEYS = {"model", "method", "dataset", "data_dir", "steps", "batch_size", "lr", "optimizer", "momentum",
               "weight_decay", "seed", "eval_every", "eval_examples", "device", "model_kwargs", "data_kwargs",
-              "progress", "eval_every_examples", "train_eval_examples", "stop_loss", "stop_overshoot"}
+              "progress", "eval_every_examples", "train_eval_examples", "stop_loss", "stop_overshoot",
+              "micro_batches", "threads"}
 
 
 def test_configs_are_composed_from_the_shared_parts_with_flat_keys():

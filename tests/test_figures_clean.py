@@ -13,7 +13,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 # drawn from time measurements: pipeline throughput and busy time, and the memory per stage of
 # a stage cut chosen by measured time
-TIMING_DEPENDENT = {"04_pipeline_throughput_quick.png", "04_pipeline_busy_quick.png", "04_pipeline_memory_quick.png"}
+TIMING_DEPENDENT = {"04_pipeline_throughput_quick.png", "04_pipeline_busy_quick.png", "04_pipeline_memory_quick.png",
+                    "10_race_quick.png"}
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(),
                                 reason="needs a git checkout")

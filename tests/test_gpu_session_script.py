@@ -96,7 +96,7 @@ def test_every_step_parses_with_the_real_programs_and_one_failure_does_not_stop_
     assert all(f"{s}.log" in packed for s in ran)
     validate = next(c for c in commands if c[:2] == ["-m", "research.simulator_validation.validate"])
     assert validate[validate.index("--device") + 1] == "cuda" and "--validate" in validate
-    assert "7 tests collected" in packed["cuda_tests.log"], packed["cuda_tests.log"]
+    assert "8 tests collected" in packed["cuda_tests.log"], packed["cuda_tests.log"]
 
 
 def test_one_gpu_skips_the_pipeline_validation(tmp_path):
