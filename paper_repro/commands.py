@@ -18,6 +18,7 @@ import torch
 
 from . import bench, checkpoint, datafiles, names, notebooks, preflight, race, settings, signals, train
 from .analysis import race as race_tables
+from .precheck import writable as check_writable  # a ValueError naming the option when a file cannot be written
 from .distributed.fields import TrainingFields
 from .distributed.trainer import train_stages
 from .distributed.config import PipelineConfig
@@ -51,20 +52,6 @@ def check_output(path: str, option: str = "--out") -> None:
         raise ValueError(f"{option} {path!r}: writing {what} needs {' or '.join(needs)}, and neither is "
                          f"installed (pip install {needs[0]}); or write .csv or .json")
     check_writable(path, option)
-
-
-def check_writable(path: str, option: str) -> None:
-    """A ValueError naming ``option`` and ``path`` when a file cannot be created there."""
-    out = Path(path)
-    if out.is_dir():
-        raise ValueError(f"{option} {path!r} is a directory; give a file name")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        probe = out.with_name(out.name + ".tmp")
-        probe.touch()
-        probe.unlink()
-    except OSError as err:
-        raise ValueError(f"cannot write {option} {path!r}: {err.strerror or err}") from None
 
 
 def write_table(frame: pd.DataFrame, path: str) -> Path:
