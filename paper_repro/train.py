@@ -118,15 +118,21 @@ class TrainResult:
     eval_time: float = 0.0          # seconds spent in evaluations (included in wall_time)
 
     def summary(self) -> dict:
-        last = self.records.iloc[-1]
-        evals = self.records.dropna(subset=["eval_loss"])
-        train_evals = self.records["train_eval_loss"].dropna()
         return {"model": self.config.model, "method": self.config.method, "dataset": self.config.dataset,
-                "status": self.status, "steps": int(last["step"]), "final_loss": float(last["final_loss"]),
-                "eval_loss": float(evals["eval_loss"].iloc[-1]) if len(evals) else float("nan"),
-                "eval_acc": float(evals["eval_acc"].iloc[-1]) if len(evals) else float("nan"),
-                "train_eval_loss": float(train_evals.iloc[-1]) if len(train_evals) else float("nan"),
-                "optimizer_impl": self.optimizer_impl, "wall_time_s": float(last["wall_time"])}
+                "status": self.status, **records_summary(self.records, self.optimizer_impl)}
+
+
+def records_summary(records: pd.DataFrame, optimizer_impl: str) -> dict:
+    """What a run's records end with: ``steps``, ``final_loss``, the last ``eval_loss`` /
+    ``eval_acc`` / ``train_eval_loss`` (NaN if none), ``optimizer_impl``, then ``wall_time_s``
+    (zeros and NaN for no records)."""
+    def latest(column):
+        values = records[column].dropna() if len(records) else []
+        return float(values.iloc[-1]) if len(values) else math.nan
+    last = records.iloc[-1] if len(records) else {"step": 0, "final_loss": math.nan, "wall_time": 0.0}
+    return {"steps": int(last["step"]), "final_loss": float(last["final_loss"]), "eval_loss": latest("eval_loss"),
+            "eval_acc": latest("eval_acc"), "train_eval_loss": latest("train_eval_loss"),
+            "optimizer_impl": optimizer_impl, "wall_time_s": float(last["wall_time"])}
 
 
 class TrainInterrupted(KeyboardInterrupt):

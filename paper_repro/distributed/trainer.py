@@ -16,12 +16,11 @@ checkpoint's manifest, so it trains exactly what the interrupted run trained.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
+from ..train import records_summary
 from .bench import measured_cut
 from .config import PipelineConfig
 from .fields import TrainingFields
@@ -46,21 +45,10 @@ class StagesResult:
 
     def summary(self) -> dict:
         """The summary of single-process training, with the schedule and the processes."""
-        last = self.records.iloc[-1] if len(self.records) else {}
-        evals = self.records.dropna(subset=["eval_loss"]) if len(self.records) else self.records
-
-        def latest(frame, column):
-            return float(frame[column].iloc[-1]) if len(frame) else math.nan
-        train_evals = self.records["train_eval_loss"].dropna() if len(self.records) else []
+        local_m = self.config.schedule == "local" and self.config.update_every > 1
         return {"model": self.config.model, "method": self.method, "dataset": self.config.dataset,
-                "schedule": self.config.schedule if self.config.update_every == 1 or self.config.schedule != "local"
-                else "local/M", "processes": self.config.processes, "status": self.status,
-                "steps": int(last["step"]) if len(self.records) else 0,
-                "final_loss": float(last["final_loss"]) if len(self.records) else math.nan,
-                "eval_loss": latest(evals, "eval_loss"), "eval_acc": latest(evals, "eval_acc"),
-                "train_eval_loss": float(train_evals.iloc[-1]) if len(train_evals) else math.nan,
-                "optimizer_impl": self.optimizer_impl,
-                "wall_time_s": float(last["wall_time"]) if len(self.records) else 0.0}
+                "schedule": "local/M" if local_m else self.config.schedule, "processes": self.config.processes,
+                "status": self.status, **records_summary(self.records, self.optimizer_impl)}
 
 
 def resolve(cfg: PipelineConfig, training: TrainingFields) -> PipelineConfig:

@@ -39,6 +39,7 @@ import torch.distributed as dist
 from .. import methods
 from ..checkpoint import save_learner
 from ..hardware import hardware_label
+from ..precheck import writable
 from ..train import LOSS_READ_EVERY, crosses, evaluate, evaluate_indices, train_eval_indices
 from . import comm
 from .config import PipelineConfig
@@ -118,21 +119,7 @@ def check_training(cfg: PipelineConfig, training: TrainingFields) -> None:
     if (training.checkpoint_every or training.resume) and not training.checkpoint:
         raise ValueError("checkpoint_every and resume need a checkpoint folder (--checkpoint DIR)")
     if training.save:
-        save_path_ok(training.save)
-
-
-def save_path_ok(path: str | Path) -> None:
-    """ValueError when the trained model cannot be written at ``path`` (checked before training)."""
-    out = Path(path)
-    if out.is_dir():
-        raise ValueError(f"--save {str(path)!r} is a directory; give a file name such as {str(out / 'model.pt')!r}")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        probe = out.with_name(f".{out.name}.probe")
-        probe.touch()
-        probe.unlink()
-    except OSError as err:
-        raise ValueError(f"cannot write --save {str(path)!r}: {err.strerror or err}") from None
+        writable(training.save, "--save")
 
 
 class StopSignals:
