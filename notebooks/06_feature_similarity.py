@@ -32,8 +32,11 @@ data_dir = None             # cpu: a CIFAR-10 folder; full: a CIFAR-10 (07) or I
 results_dir = "../results/similarity"        # where the cpu/full runs keep their results
 num_threads = 1                              # torch CPU threads (0: torch's default)
 
+# %% [markdown]
+# The quick profile trains its nets here, in a temporary folder; the other profiles read the saved
+# results (the long runs are made by the command above, which saves each method as it finishes).
+
 # %%
-import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -42,27 +45,15 @@ from IPython.display import display
 
 from paper_repro import plots, probes
 from paper_repro.notebooks import check_parameters, notebook_path
-from paper_repro.settings import similarity_settings
 
 check_parameters(dict(profile=profile, figures_dir=figures_dir, data_dir=data_dir, results_dir=results_dir,
                       num_threads=num_threads),
                  dict(profile=str, figures_dir=str, data_dir=(str, type(None)), results_dir=str, num_threads=int))
 figures_dir, results_dir, data_dir = (notebook_path(p) for p in (figures_dir, results_dir, data_dir))
-if num_threads:
-    torch.set_num_threads(num_threads)  # small models on a shared CPU: extra threads only add overhead
-S = similarity_settings("features", profile)
+S, root = probes.experiment("features", profile, data_dir, results_dir, threads=num_threads)
 S
 
-# %% [markdown]
-# The quick profile trains its nets here, in a temporary folder; the other profiles read the saved
-# results (the long runs are made by the command above, which saves each method as it finishes).
-
 # %%
-if profile == "quick":
-    root = Path(tempfile.mkdtemp())
-    probes.run_features(S, probes.load_data(S, data_dir), root, log=lambda line: None)
-else:
-    root = Path(results_dir) / f"features_{profile}"
 result = probes.load_features(root)
 n_images = S.steps * S.batch_size
 print(f"seeds saved: {result['seeds']}; {S.steps} steps of {S.batch_size} images = {n_images:,} images "

@@ -33,36 +33,24 @@ data_dir = None             # cpu: a CIFAR-10 folder; full: a CIFAR-10 (07) or I
 results_dir = "../results/similarity"        # where the cpu/full runs keep their results
 num_threads = 1                              # torch CPU threads (0: torch's default)
 
-# %%
-import tempfile
-from pathlib import Path
-
-import torch
-from IPython.display import display
-
-from paper_repro import plots, probes
-from paper_repro.notebooks import check_parameters, notebook_path
-from paper_repro.settings import similarity_settings
-
-check_parameters(dict(profile=profile, figures_dir=figures_dir, data_dir=data_dir, results_dir=results_dir,
-                      num_threads=num_threads),
-                 dict(profile=str, figures_dir=str, data_dir=(str, type(None)), results_dir=str, num_threads=int))
-figures_dir, results_dir, data_dir = (notebook_path(p) for p in (figures_dir, results_dir, data_dir))
-if num_threads:
-    torch.set_num_threads(num_threads)  # small models on a shared CPU: extra threads only add overhead
-S = similarity_settings("random_labels", profile)
-S
-
 # %% [markdown]
 # The quick profile trains here, in a temporary folder; the other profiles read the saved runs
 # (one file per net x method x seed, written as each run finishes).
 
 # %%
-if profile == "quick":
-    root = Path(tempfile.mkdtemp())
-    probes.run_random_labels(S, data_dir, root, log=lambda line: None)
-else:
-    root = Path(results_dir) / f"random_labels_{profile}"
+from IPython.display import display
+
+from paper_repro import plots, probes
+from paper_repro.notebooks import check_parameters, notebook_path
+
+check_parameters(dict(profile=profile, figures_dir=figures_dir, data_dir=data_dir, results_dir=results_dir,
+                      num_threads=num_threads),
+                 dict(profile=str, figures_dir=str, data_dir=(str, type(None)), results_dir=str, num_threads=int))
+figures_dir, results_dir, data_dir = (notebook_path(p) for p in (figures_dir, results_dir, data_dir))
+S, root = probes.experiment("random_labels", profile, data_dir, results_dir, threads=num_threads)
+S
+
+# %%
 df = probes.load_random_labels(root)
 display(df.groupby(["model", "method"], sort=False).agg(seeds=("seed", "nunique"), epochs=("epoch", "max"),
                                                         images=("n_train", "first")))

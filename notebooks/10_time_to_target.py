@@ -10,7 +10,7 @@
 # # 10 - The race: who reaches the target loss first on the same processes (beyond the paper)
 #
 # The paper's practical promise is that local parallelism trains a network *sooner* on several
-# devices. The compute studies (notebooks 01-03) count sequential steps on an ideal machine, the
+# devices. The compute studies (notebook 01) count sequential steps on an ideal machine, the
 # pipeline benchmark (notebook 04) measures samples per second; neither says who gets to a loss
 # first. Here every strategy trains the **same model to the same targets on the same processes**
 # from the same seeds, and the clock decides:

@@ -30,17 +30,16 @@ import dataclasses
 import importlib
 import shlex
 import sys
-from pathlib import Path
 
 from . import signals
 from .cliargs import float_list, int_list, json_dict, positive_float, positive_int
 from .distributed.arguments import add_arguments as add_pipeline_arguments
 from .distributed.fields import PipelineFields, TrainingFields
 from .fields import TrainFields
+from .notebooks import NOTEBOOKS_DIR
 from .names import (COMPUTE_STUDIES, CUT_HELP, CUTS, DATASETS, DEFAULT_CUT, DEVICES, DTYPES, MODELS,  # noqa: F401
                     MODULES_STUDY, OPTIMIZERS, PROFILES, RUN_NAMES, SIMULATED_SCHEDULES, SWEEP_STUDIES)
 
-NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"      # paper_repro.notebooks.NOTEBOOKS_DIR
 # the defaults of a pipeline run (paper_repro.distributed.PipelineConfig) that `simulate` shows
 PIPELINE_DEFAULTS = dataclasses.asdict(PipelineFields())
 SIMULATED_INPUTS = ("image", "text")        # paper_repro.simulate.inputs.KINDS
@@ -215,7 +214,7 @@ def add_bench(subparsers) -> None:
     p.add_argument("--model", default="mlp", choices=MODELS, help="built-in model")
     p.add_argument("--model-kwargs", type=json_dict, default={},
                    help='the model\'s keyword arguments as JSON, e.g. \'{"depth": 8, "width": 2048}\' '
-                        "(default {}: a shape chosen per model in paper_repro.bench)")
+                        "(default {}: a shape chosen per model in paper_repro.overhead)")
     p.add_argument("--batch-size", type=int, default=128, help="examples per step")
     p.add_argument("--steps", type=int, default=10, help="steps per timed repetition")
     p.add_argument("--repeats", type=int, default=15, help="interleaved repetitions per side")

@@ -16,13 +16,13 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from . import bench, checkpoint, datafiles, names, notebooks, preflight, race, settings, signals, train
+from . import checkpoint, datafiles, names, notebooks, overhead, preflight, race, settings, signals, train
 from .analysis import race as race_tables
 from .precheck import writable as check_writable  # a ValueError naming the option when a file cannot be written
 from .distributed.fields import TrainingFields
 from .distributed.trainer import train_stages
 from .distributed.config import PipelineConfig
-from .distributed import bench as pipeline_bench
+from .distributed import bench
 from .distributed.launch import PipelineError
 from .distributed.options import configs_from_args
 from .distributed.report import format_targets, median_records, targets, to_frame
@@ -240,18 +240,18 @@ def run_overhead(args) -> int:
             raise ValueError(f"--threads must be a positive integer, got {args.threads!r}")
         torch.set_num_threads(args.threads)
     try:
-        r = bench.overhead(args.model, args.model_kwargs, args.batch_size, args.steps, args.repeats,
+        r = overhead.overhead(args.model, args.model_kwargs, args.batch_size, args.steps, args.repeats,
                            device=args.device, progress=not getattr(args, "no_progress", False))
-    except bench.BenchInterrupted as stop:
+    except overhead.BenchInterrupted as stop:
         if stop.partial is not None:
-            print(bench.format_overhead(stop.partial))
+            print(overhead.format_overhead(stop.partial))
         print(f"{signals.describe(stop)}: {stop}" + ("; the numbers above are from those" if stop.partial else
                                                     "; nothing measured yet"), file=sys.stderr)
         return signals.exit_status(stop)
     except KeyboardInterrupt as stop:  # while building the model or warming up
         print(f"{signals.describe(stop)} before timing started: nothing measured", file=sys.stderr)
         return signals.exit_status(stop)
-    print(bench.format_overhead(r))
+    print(overhead.format_overhead(r))
     if args.max_ratio is not None and r["ratio"] > args.max_ratio:
         print(f"ratio {r['ratio']:.3f} is above --max-ratio {args.max_ratio}")
         return 1
@@ -268,10 +268,10 @@ def _save_pipeline_records(records: list[dict], path: str) -> Path:
 def run_pipeline_command(args) -> int:
     configs = configs_from_args(args)
     if args.comm_only:
-        records = pipeline_bench.comm_only(configs)
+        records = bench.comm_only(configs)
     else:
         try:
-            records = pipeline_bench.run_pipeline(configs, timeout=args.launch_timeout,
+            records = bench.run_pipeline(configs, timeout=args.launch_timeout,
                                                   progress=not args.no_progress, keep_logs=True)
         except PipelineError as err:
             print(f"error: {err}", file=sys.stderr)
@@ -349,8 +349,9 @@ def run_notebooks_command(args) -> int:
     dirs = parse_data_dirs(args.data_dir)
     paths = notebooks.select_notebooks(notebooks.list_notebooks(args.notebooks_dir), args.only)
     chosen = [p.stem for p in paths]  # the checks and the plan cover these notebooks only
-    sources = preflight.data_sources(args.profile, dirs, chosen)  # checks the data set names
     parameters = {name: parse_value(value) for name, value in args.parameter}
+    study = parameters.get("study") if isinstance(parameters.get("study"), str) else None
+    sources = preflight.data_sources(args.profile, dirs, chosen, study)  # checks the data set names
     if paths:
         notebooks.check_parameter_names(paths, list(parameters))
     device = args.device or ("cuda" if args.profile == "full" else None)
@@ -368,7 +369,7 @@ def run_notebooks_command(args) -> int:
     reads_only = parameters.get("train_missing") is False
     if (args.profile == "full" and not reads_only) or args.dry_run:
         report = preflight.check(args.profile, dirs, notebooks.REPO_ROOT / "results", min_devices=0 if on_cpu else 1,
-                                 sustained_flops=args.tflops * 1e12, notebooks=chosen)
+                                 sustained_flops=args.tflops * 1e12, notebooks=chosen, study=study)
         print(preflight.format_plan(report.plan))
         for problem in report.problems:
             print(f"problem: {problem}", file=sys.stderr)

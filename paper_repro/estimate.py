@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import copy
 import time
+import warnings
 from typing import Callable
 
 import pandas as pd
@@ -81,14 +82,30 @@ def _saved_bytes(run: Callable[[], torch.Tensor]) -> int:
     return meter.peak
 
 
+# the estimate's former column names (read for one more release): name -> (new column, what of it)
+FORMER_COLUMNS = {"devices": ("stages", None), "bytes_forward": ("comm_bytes_per_sample", "forward"),
+                  "bytes_backward": ("comm_bytes_per_sample", "backward"),
+                  "peak_memory_bytes": ("peak_mem_bytes_per_stage", None)}
+
+
 class Estimate(pd.DataFrame):
     """The rows of :func:`pipeline_estimate`; printed (``print``, ``repr``, ``to_string()``)
     as the result table that ``simulate`` and ``bench pipeline`` print, every column shown.
-    Anything derived from it (a slice, ``set_index``, ...) is a plain DataFrame."""
+    Anything derived from it (a slice, ``set_index``, ...) is a plain DataFrame. A former column
+    name (:data:`FORMER_COLUMNS`) reads its new column, with a FutureWarning."""
 
     @property
     def _constructor(self):
         return pd.DataFrame
+
+    def __getitem__(self, key):
+        if isinstance(key, str) and key in FORMER_COLUMNS and key not in self.columns:
+            new, part = FORMER_COLUMNS[key]
+            warnings.warn(f"the estimate's column {key!r} is now {new!r}" + (f" (its {part!r})" if part else "")
+                          + f"; {key!r} goes in the next release", FutureWarning, stacklevel=2)
+            column = super().__getitem__(new)
+            return column.rename(key) if part is None else column.map(lambda d: d[part]).rename(key)
+        return super().__getitem__(key)
 
     def to_string(self, *args, **kwargs) -> str:
         if args or kwargs:
@@ -149,28 +166,71 @@ def pipeline_estimate(make_net: Callable[[], BlockNet | nn.Sequential], x: torch
     ``busy_fraction_per_stage`` (lists, one per device), ``split`` (the cut: ``{"blocks": [...]}``),
     ``balance``, ``method``; and the estimate's own ``training`` (in words), ``flops_per_sample``
     (the slowest device's, bubbles included) and ``speedup`` (throughput relative to one device
-    running backprop, whose numbers are in ``.attrs["one_device"]``). ``devices``,
-    ``bytes_forward``, ``bytes_backward`` and ``peak_memory_bytes`` repeat ``stages``,
-    ``comm_bytes_per_sample`` and ``peak_mem_bytes_per_stage`` under their former names for one
-    release. The devices get contiguous pieces of the net cut by ``balance`` (``"time"``,
+    running backprop, whose numbers are in ``.attrs["one_device"]``). The former column names
+    ``devices``, ``bytes_forward``, ``bytes_backward`` and ``peak_memory_bytes`` are still read
+    (``est["devices"]``) for one release, with a FutureWarning naming the new one. The devices get contiguous pieces of the net cut by ``balance`` (``"time"``,
     ``"flops"`` or ``"blocks"``). ``make_net()`` returns a fresh BlockNet or nn.Sequential
     (wrapped with ``num_classes`` default heads); a model given instead of a function is
     deep-copied for each build. Printed, the result is the table of every tool."""
     if not isinstance(devices, int) or devices < 2:
         raise ValueError(f"devices must be an integer >= 2, got {devices!r}")
     check_cut(balance, CUTS)
+    num_classes = num_classes or int(y.max()) + 1
+    bp, local, method = _learners(make_net, x, y, devices, num_classes, balance)
+    spec, b = _spec(x, y, num_classes), x.shape[0]
+    plan = plan_stages(local, devices, infos=boundary_info(local, spec, x.dtype))
+    bp_costs = cost.module_costs(bp, x, y)
+    one_device = float((bp_costs["forward"] + bp_costs["backward"]).sum())
+    work = _stage_work(bp_costs, cost.module_costs(local, x, y), plan)
+    memory = _stage_memory(bp, local, plan, x, y)
+    param_bytes = sum(p.numel() * p.element_size() for p in bp.net.parameters())
+    comm = {k: predicted_comm(PipelineConfig(schedule=k, stages=devices, micro_batch=b, micro_batches=micro_batches),
+                              plan, boundary_info(local, spec, x.dtype), spec, param_bytes) for k in ("local", "1f1b")}
+    bubble = (micro_batches + devices - 1) / micro_batches
+    one_step = _step_seconds(bp, x, y)
+
+    def row(training, schedule, stage_flops, slowest, comm_bytes, mem):
+        speedup = one_device / slowest
+        return dict(training=training, schedule=schedule, stages=devices, flops_per_sample=slowest,
+                    speedup=speedup, samples_per_s=speedup * b / one_step, comm_bytes_per_sample=comm_bytes,
+                    peak_mem_bytes_per_stage=mem, busy_fraction_per_stage=[f / slowest for f in stage_flops],
+                    method="backprop" if not schedule.startswith("local") else method, split=plan.to_dict(),
+                    micro_batch=b, micro_batches=micro_batches, balance=balance)
+
+    comm = {k: {"forward": c["forward"], "backward": c["backward"]} for k, c in comm.items()}
+    local_row = (work["local"], max(work["local"]), comm["local"], memory["local"])
+    # rows in the order of every tool's table; on the ideal machine an optimizer step costs
+    # nothing, so local/M (one step per M micro-batches) predicts what local does
+    rows = [
+        row(f"local pipeline ({method}), {devices} devices", "local", *local_row),
+        row(f"local pipeline ({method}), one optimizer step per {micro_batches} micro-batches, {devices} devices",
+            "local/M", *local_row),
+        row(f"pipelined backprop (1F1B), {devices} devices", REFERENCE, work["1f1b"], max(work["1f1b"]) * bubble,
+            comm["1f1b"], memory["1f1b"]),
+        row(f"pipelined backprop (1F1B, recomputation), {devices} devices", RECOMPUTE_REFERENCE, work["recompute"],
+            max(work["recompute"]) * bubble, comm["1f1b"], memory["recompute"]),
+    ]
+    est = Estimate(rows)
+    est.attrs["one_device"] = dict(training="backprop, 1 device", flops_per_sample=one_device,
+                                   samples_per_s=b / one_step,
+                                   peak_mem_bytes=_state_bytes(bp.parameters())
+                                   + _saved_bytes(lambda: bp.losses(x, y)[0]))
+    return est
+
+
+def _learners(make_net, x: torch.Tensor, y: torch.Tensor, devices: int, num_classes: int, balance: str
+              ) -> tuple[methods.Learner, methods.Learner, str]:
+    """The net as backprop and as the local pipeline's method, one chunk per device cut by
+    ``balance``: (backprop learner, local learner, the local method's name)."""
     if isinstance(make_net, (nn.Module, list, tuple)):
         model = make_net
         make_net = lambda: copy.deepcopy(model)  # noqa: E731  (two independent copies of the model)
     elif not callable(make_net):
         raise TypeError(f"make_net must be a function returning a BlockNet or an nn.Sequential (or the model "
                         f"itself), got {type(make_net).__name__}")
-    num_classes = num_classes or int(y.max()) + 1
-    spec = _spec(x, y, num_classes)
     first = make_net()
     wrap = {} if isinstance(first, BlockNet) else {"num_classes": num_classes, "example": x}
     bp = methods.build(first, "backprop", **wrap)
-    bp_costs = cost.module_costs(bp, x, y)
     n_blocks = len(bp.net.blocks)
     if devices > n_blocks:
         raise ValueError(f"devices={devices} is more than the {n_blocks} blocks of the net; use at most {n_blocks}")
@@ -180,89 +240,56 @@ def pipeline_estimate(make_net: Callable[[], BlockNet | nn.Sequential], x: torch
         if balance == "time":
             work = _block_seconds(bp.net, x, y)
         else:
+            bp_costs = cost.module_costs(bp, x, y)
             blocks_fwd = bp_costs[bp_costs["block"] >= 0].set_index("block")["forward"]
             work = [float(blocks_fwd.loc[i]) for i in range(n_blocks)]
             work[-1] += float(bp_costs[bp_costs["block"] < 0]["forward"].sum())
         method = "chunked@" + ",".join(str(s) for s in balanced_split(work, devices))
-    local = methods.build(make_net(), method, **wrap)
-    plan = plan_stages(local, devices, infos=boundary_info(local, spec, x.dtype))
-    stage_blocks = plan.blocks
-    b = x.shape[0]
-    one_device = float((bp_costs["forward"] + bp_costs["backward"]).sum())
+    return bp, methods.build(make_net(), method, **wrap), method
+
+
+def _stage_work(bp_costs: pd.DataFrame, local_costs: pd.DataFrame, plan) -> dict[str, list[float]]:
+    """FLOPs per sample of each device: ``local`` (its modules, heads included), ``1f1b`` (its
+    blocks, the net's head on the last) and ``recompute`` (1F1B with every forward run again)."""
     per_block = bp_costs[bp_costs["block"] >= 0].set_index("block")
     head = bp_costs[bp_costs["block"] < 0][["forward", "backward"]].sum().sum()
+    last = len(plan.blocks) - 1
     bp_stage = [float((per_block.loc[blocks, "forward"] + per_block.loc[blocks, "backward"]).sum())
-                + (head if s == devices - 1 else 0.0) for s, blocks in enumerate(stage_blocks)]
-    local_costs = cost.module_costs(local, x, y)
-    local_stage = (local_costs["forward"] + local_costs["backward"]).groupby(local_costs["module"]).sum()
-    local_stage = [float(local_stage[mods].sum()) for mods in plan.modules]
+                + (head if s == last else 0.0) for s, blocks in enumerate(plan.blocks)]
+    by_module = (local_costs["forward"] + local_costs["backward"]).groupby(local_costs["module"]).sum()
+    return {"local": [float(by_module[mods].sum()) for mods in plan.modules], "1f1b": bp_stage,
+            "recompute": [bp_stage[s] + float(per_block.loc[blocks, "forward"].sum())
+                          for s, blocks in enumerate(plan.blocks)]}
 
-    # bytes saved for backward by one micro-batch on each device
+
+def _stage_memory(bp: methods.Learner, local: methods.Learner, plan, x: torch.Tensor, y: torch.Tensor
+                  ) -> dict[str, list[int]]:
+    """Peak bytes of each device: its parameters, gradients and Adam state, plus what its
+    micro-batches in flight keep for backward: one for ``local``; device s of S holds S - s
+    under ``1f1b``; under ``recompute`` one micro-batch's saved tensors at a time and the stage
+    inputs of the others in flight."""
+    devices = len(plan.blocks)
     with torch.no_grad():
         inputs = [run.h_in for run in local.run_modules(x, y)]
     local_saved = [_saved_bytes(lambda mods=mods: sum(local.module_loss(m, inputs[m], y)[1] for m in mods))
                    for mods in plan.modules]
     bp_saved = []
-    for s, blocks in enumerate(stage_blocks):
-        h_in = inputs[plan.modules[s][0]]
-
-        def run(blocks=blocks, h_in=h_in, last=s == devices - 1):
+    for s, blocks in enumerate(plan.blocks):
+        def run(blocks=blocks, h_in=inputs[plan.modules[s][0]], last=s == devices - 1):
             h = h_in
             for i in blocks:
                 h = bp.net.blocks[i](h)
             return bp.net.loss(bp.net.head(h), y) if last else h.sum()
         bp_saved.append(_saved_bytes(run))
 
-    def stage_params(learner, s):
-        own = [p for i in stage_blocks[s] for p in learner.net.blocks[i].parameters()]
+    def state(learner, s):
+        own = [p for i in plan.blocks[s] for p in learner.net.blocks[i].parameters()]
         heads = [p for m in plan.modules[s] for p in learner.heads[m].parameters()] if learner is local else (
             list(learner.net.head.parameters()) if s == devices - 1 else [])
-        return own + heads
+        return _state_bytes(own + heads)
 
-    param_bytes = sum(p.numel() * p.element_size() for p in bp.net.parameters())
-    comm = {k: predicted_comm(PipelineConfig(schedule=k, stages=devices, micro_batch=b, micro_batches=micro_batches),
-                              plan, boundary_info(local, spec, x.dtype), spec, param_bytes) for k in ("local", "1f1b")}
-    bubble = (micro_batches + devices - 1) / micro_batches
-    # recomputation: every forward runs again in the backward; a device keeps only the stage
-    # inputs of its micro-batches in flight, and one micro-batch's saved tensors at a time
-    rc_stage = [bp_stage[s] + float(per_block.loc[blocks, "forward"].sum()) for s, blocks in enumerate(stage_blocks)]
     stage_input = [inputs[plan.modules[s][0]].numel() * inputs[plan.modules[s][0]].element_size()
                    for s in range(devices)]
-    one_step = _step_seconds(bp, x, y)
-    common = dict(micro_batch=b, micro_batches=micro_batches, balance=balance)
-
-    def row(training, schedule, stage_flops, slowest, comm_bytes, memory):
-        speedup = one_device / slowest
-        comm_bytes = {"forward": comm_bytes[0], "backward": comm_bytes[1]}
-        return dict(training=training, schedule=schedule, stages=devices, flops_per_sample=slowest,
-                    speedup=speedup, samples_per_s=speedup * b / one_step, comm_bytes_per_sample=comm_bytes,
-                    peak_mem_bytes_per_stage=memory, busy_fraction_per_stage=[f / slowest for f in stage_flops],
-                    method="backprop" if not schedule.startswith("local") else method, split=plan.to_dict(),
-                    **common,
-                    # former names of stages, comm_bytes_per_sample and peak_mem_bytes_per_stage
-                    # (deprecated, removed in the next release)
-                    devices=devices, bytes_forward=comm_bytes["forward"], bytes_backward=comm_bytes["backward"],
-                    peak_memory_bytes=memory)
-
-    bp_comm = (comm["1f1b"]["forward"], comm["1f1b"]["backward"])
-    local_row = (local_stage, max(local_stage), (comm["local"]["forward"], comm["local"]["backward"]),
-                 [_state_bytes(stage_params(local, s)) + local_saved[s] for s in range(devices)])
-    # rows in the order of every tool's table; on the ideal machine an optimizer step costs
-    # nothing, so local/M (one step per M micro-batches) predicts what local does
-    rows = [
-        row(f"local pipeline ({method}), {devices} devices", "local", *local_row),
-        row(f"local pipeline ({method}), one optimizer step per {micro_batches} micro-batches, {devices} devices",
-            "local/M", *local_row),
-        row(f"pipelined backprop (1F1B), {devices} devices", REFERENCE, bp_stage, max(bp_stage) * bubble, bp_comm,
-            [_state_bytes(stage_params(bp, s)) + (devices - s) * bp_saved[s] for s in range(devices)]),
-        row(f"pipelined backprop (1F1B, recomputation), {devices} devices", RECOMPUTE_REFERENCE, rc_stage,
-            max(rc_stage) * bubble, bp_comm,
-            [_state_bytes(stage_params(bp, s)) + bp_saved[s] + (devices - s - 1) * stage_input[s]
-             for s in range(devices)]),
-    ]
-    est = Estimate(rows)
-    est.attrs["one_device"] = dict(training="backprop, 1 device", flops_per_sample=one_device,
-                                   samples_per_s=b / one_step,
-                                   peak_mem_bytes=_state_bytes(bp.parameters())
-                                   + _saved_bytes(lambda: bp.losses(x, y)[0]))
-    return est
+    return {"local": [state(local, s) + local_saved[s] for s in range(devices)],
+            "1f1b": [state(bp, s) + (devices - s) * bp_saved[s] for s in range(devices)],
+            "recompute": [state(bp, s) + bp_saved[s] + (devices - s - 1) * stage_input[s] for s in range(devices)]}

@@ -40,6 +40,13 @@ from .names import PROFILES
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+# Notebooks that a batch runs once per value of one of their parameters, unless the caller sets
+# that parameter: {notebook stem: (parameter, {profile: values})}. Notebook 01 draws every compute
+# study; the deep MLP (mlp-deep) and the Transformer LM (transformer-lm) are run by name.
+COMPUTE_NOTEBOOK = "01_compute_efficiency"
+RUN_PER_VALUE = {COMPUTE_NOTEBOOK: ("study", {"quick": ("mlp", "transformer", "resnet"),
+                                                     "cpu": ("mlp", "transformer", "resnet"),
+                                                     "full": ("mlp", "transformer", "resnet")})}
 # arguments of every kernel: its log leaves out ipykernel's warning about unencrypted TCP, and
 # matplotlib draws with the inline backend whatever MPLBACKEND says (a Docker image or a shell may
 # set Agg), so the executed copies embed every figure; the inline backend changes no rcParams, so
@@ -261,6 +268,21 @@ def select_notebooks(paths, only=None):
     return sorted(chosen)
 
 
+def notebook_runs(paths, profile: str, given: dict | None = None) -> list[tuple[Path, str, dict]]:
+    """The runs a batch makes of the notebooks at ``paths``: ``(notebook, run name, its own
+    parameters)``, one per notebook, except that a notebook of :data:`RUN_PER_VALUE` runs once
+    per value of its parameter at ``profile`` (named ``<stem>[<value>]``) unless ``given`` (the
+    caller's parameters for it) sets that parameter."""
+    runs = []
+    for path in paths:
+        name, values = RUN_PER_VALUE.get(path.stem, (None, {}))
+        if name is None or name in (given or {}).get(path.stem, {}):
+            runs.append((path, path.stem, {}))
+        else:
+            runs += [(path, f"{path.stem}[{v}]", {name: v}) for v in values[profile]]
+    return runs
+
+
 def run_notebooks(profile="quick", only=None, out_dir="out/notebooks", figures_dir="figures",
                   timeout=None, notebooks_dir=NOTEBOOKS_DIR, parameters=None, per_notebook=None,
                   progress=True):
@@ -268,17 +290,18 @@ def run_notebooks(profile="quick", only=None, out_dir="out/notebooks", figures_d
 
     profile: 'quick' | 'cpu' | 'full', injected as the notebook parameter ``profile``.
     only: a notebook name (stem or substring) or a list of them; None runs all.
-    out_dir: where the executed copies go (same file names).
+    out_dir: where the executed copies go (same file names; ``<stem>_<value>.ipynb`` for a
+    notebook run once per value of a parameter, :func:`notebook_runs`).
     figures_dir: injected as an absolute path; notebooks save their figures there.
     timeout: per-cell execution timeout in seconds (None: no limit).
     notebooks_dir: where the ``*.ipynb`` files are (default: the repo's notebooks/).
     parameters: ``{name: value}`` injected into every notebook that declares that parameter.
-    per_notebook: ``{notebook stem: {name: value}}`` injected into that notebook (after
-    ``parameters``), again only where the notebook declares the parameter.
+    per_notebook: ``{notebook stem or run name: {name: value}}`` injected into that notebook or
+    run (after ``parameters``), again only where the notebook declares the parameter.
     progress: show a progress bar over the notebooks.
 
     Relative ``out_dir`` / ``figures_dir`` are taken from the current directory.
-    Returns a list of (name, seconds, status) with status 'ok' or 'failed'.
+    Returns a list of (run name, seconds, status) with status 'ok' or 'failed'.
     Raises RuntimeError after the last notebook if any failed, :class:`NotebooksInterrupted`
     on Ctrl-C or SIGTERM (after stopping the kernel and its processes).
     """
@@ -295,36 +318,39 @@ def run_notebooks(profile="quick", only=None, out_dir="out/notebooks", figures_d
     figures_dir.mkdir(parents=True, exist_ok=True)
     params = {"profile": profile, "figures_dir": str(figures_dir)}
 
+    given = {p.stem: {**(parameters or {}), **(per_notebook or {}).get(p.stem, {})} for p in paths}
+    runs = notebook_runs(paths, profile, given)
     results, failures = [], []
-    bar = tqdm(paths, desc=f"notebooks ({profile})", unit="nb", disable=not progress)
+    bar = tqdm(runs, desc=f"notebooks ({profile})", unit="nb", disable=not progress)
     with signals.sigterm_as_interrupt():
         try:
-            for path in bar:
-                bar.set_postfix_str(path.stem)
-                out_path = out_dir / path.name
+            for path, name, own in bar:
+                bar.set_postfix_str(name)
+                out_path = out_dir / (name.replace("[", "_").rstrip("]") + ".ipynb")
                 t0 = time.perf_counter()
                 try:
-                    _execute(pm, path, out_path, notebook_parameters(pm, path, params, parameters,
-                                                                     (per_notebook or {}).get(path.stem)), timeout)
+                    _execute(pm, path, out_path, notebook_parameters(pm, path, params, own, parameters,
+                                                                     (per_notebook or {}).get(path.stem),
+                                                                     (per_notebook or {}).get(name)), timeout)
                     status = "ok"
                 except Exception as e:  # one bad notebook must not stop the batch
                     status = "failed"
                     reason = getattr(e, "ename", type(e).__name__)
                     lines = str(getattr(e, "evalue", e)).strip().splitlines()
                     evalue = lines[0] if lines else ""
-                    failures.append(f"{path.stem}: {reason}: {evalue} (executed copy: {out_path})")
-                    tqdm.write(f"FAILED {path.stem}: {reason}: {evalue}", file=sys.stderr)
-                results.append((path.stem, time.perf_counter() - t0, status))
+                    failures.append(f"{name}: {reason}: {evalue} (executed copy: {out_path})")
+                    tqdm.write(f"FAILED {name}: {reason}: {evalue}", file=sys.stderr)
+                results.append((name, time.perf_counter() - t0, status))
         except KeyboardInterrupt as stop:
             raise NotebooksInterrupted(
-                f"stopped while running {path.stem}, whose kernel and processes are stopped; "
-                f"{len(results)} of {len(paths)} notebooks had ended (their figures are in {figures_dir})",
+                f"stopped while running {name}, whose kernel and processes are stopped; "
+                f"{len(results)} of {len(runs)} notebook runs had ended (their figures are in {figures_dir})",
                 results) from stop
         finally:
             bar.close()
 
     if failures:
-        err = RuntimeError(f"{len(failures)} of {len(paths)} notebooks failed:\n  "
+        err = RuntimeError(f"{len(failures)} of {len(runs)} notebook runs failed:\n  "
                            + "\n  ".join(failures))
         err.results = results
         raise err

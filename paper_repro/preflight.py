@@ -36,7 +36,7 @@ import pandas as pd
 import torch
 
 from . import data, settings
-from .notebooks import NOTEBOOKS_DIR
+from .notebooks import COMPUTE_NOTEBOOK, NOTEBOOKS_DIR, notebook_runs
 from .sweep import Grid, example_shape, grid_flops
 
 DEFAULT_SUSTAINED_FLOPS = 100e12   # FLOP/s per GPU: an assumption (H100-class, bf16), see above
@@ -124,8 +124,10 @@ def check_output(out_dir, min_free_gb: float = DEFAULT_MIN_FREE_GB) -> list[str]
 
 
 # -- the plan ---------------------------------------------------------------------------------
-def workloads(profile: str = "full") -> list[Workload]:
-    """Every trained workload of the notebooks at ``profile``, from the profiles' own settings."""
+def workloads(profile: str = "full", study: str | None = None) -> list[Workload]:
+    """Every trained workload of the notebooks at ``profile``, from the profiles' own settings.
+    Notebook 01 runs once per study of :data:`~paper_repro.notebooks.RUN_PER_VALUE`, or once for
+    ``study`` when one is given (as ``-p study`` does)."""
     if profile not in settings.PROFILES:
         raise ValueError(f"unknown profile {profile!r}; valid: {', '.join(settings.PROFILES)}")
     out = []
@@ -133,9 +135,9 @@ def workloads(profile: str = "full") -> list[Workload]:
     out.append(_workload("00_quickstart", Grid(
         name="quickstart", description="MLP {depth}x{width}, every method".format(**q.model_kwargs), model="mlp", dataset=q.dataset, methods=list(settings.QUICKSTART_METHODS),
         batch_sizes=[q.batch_size], lrs=[q.lr], steps=q.steps, model_kwargs=q.model_kwargs)))
-    for nb, study in (("01_mlp_compute_efficiency", "mlp"), ("02_transformer_compute_efficiency", "transformer"),
-                      ("03_resnet_compute_efficiency", "resnet")):
-        out.append(_workload(nb, settings.compute_grid(study, profile)))
+    given = {} if study is None else {COMPUTE_NOTEBOOK: {"study": study}}
+    for _, run, own in notebook_runs([NOTEBOOKS_DIR / f"{COMPUTE_NOTEBOOK}.ipynb"], profile, given):
+        out.append(_workload(run, settings.compute_grid(own.get("study", study), profile)))
     g = settings.similarity_settings("gradient", profile)
     out.append(_workload("05_gradient_similarity", Grid(
         name="gradient", description=f"MLP {g.depth}x{g.width}, cosine to backprop", model="mlp", dataset=g.dataset,
@@ -162,19 +164,21 @@ def _workload(notebook: str, grid: Grid) -> Workload:
     return Workload(notebook, grid, shape, classes)
 
 
-def _selected(notebook: str, notebooks) -> bool:
-    return notebooks is None or notebook in notebooks
+def _selected(run: str, notebooks) -> bool:
+    """Whether the notebook of ``run`` (``<stem>`` or ``<stem>[<value>]``) is among ``notebooks``."""
+    return notebooks is None or run.split("[")[0] in notebooks
 
 
 def plan(profile: str = "full", sustained_flops: float = DEFAULT_SUSTAINED_FLOPS,
-         notebooks: list[str] | None = None) -> pd.DataFrame:
+         notebooks: list[str] | None = None, study: str | None = None) -> pd.DataFrame:
     """One row per workload: runs, training FLOPs and GPU-hours at ``sustained_flops`` FLOP/s,
     then a total row. Notebooks that train no grid (:data:`UNPLANNED_NOTEBOOKS`) are listed
-    without FLOPs. ``notebooks``: the names (stems) of the notebooks to plan (None: all)."""
+    without FLOPs. ``notebooks``: the names (stems) of the notebooks to plan (None: all); ``study``:
+    notebook 01's, if one is given (:func:`workloads`)."""
     if not sustained_flops > 0:
         raise ValueError(f"sustained_flops must be > 0 FLOP/s, got {sustained_flops!r}")
     rows = []
-    for w in workloads(profile):
+    for w in workloads(profile, study):
         if not _selected(w.notebook, notebooks):
             continue
         with torch.device("meta"):  # shapes only: counts the FLOPs, allocates nothing
@@ -194,27 +198,30 @@ def plan(profile: str = "full", sustained_flops: float = DEFAULT_SUSTAINED_FLOPS
     return pd.concat([table, pd.DataFrame([total])], ignore_index=True)
 
 
-def data_sources(profile: str, data_dirs: dict | None, notebooks: list[str] | None = None) -> dict:
-    """{notebook: (data set, path)} for the notebooks that read a data set from a path, among
-    ``notebooks`` (names; None: all)."""
+def data_sources(profile: str, data_dirs: dict | None, notebooks: list[str] | None = None,
+                 study: str | None = None) -> dict:
+    """{notebook run: (data set, path)} for the notebook runs that read a data set from a path, among
+    ``notebooks`` (names; None: all). A run is named by its notebook, or ``<notebook>[<study>]``
+    for notebook 01's runs (:func:`workloads`; ``study``: its study, if one is given)."""
     data_dirs = dict(data_dirs or {})
     unknown = sorted(set(data_dirs) - set(DATA_SETS))
     if unknown:
         raise ValueError(f"unknown data set(s) {', '.join(unknown)} in data_dirs; valid: {', '.join(DATA_SETS)}")
     return {w.notebook: (w.grid.dataset, data_dirs.get(w.grid.dataset))
-            for w in workloads(profile) if w.grid.dataset in DATA_SETS and _selected(w.notebook, notebooks)}
+            for w in workloads(profile, study) if w.grid.dataset in DATA_SETS and _selected(w.notebook, notebooks)}
 
 
 def check(profile: str = "full", data_dirs: dict | None = None, out_dir="results", *, min_devices: int = 1,
           min_free_gb: float = DEFAULT_MIN_FREE_GB, sustained_flops: float = DEFAULT_SUSTAINED_FLOPS,
-          with_plan: bool = True, notebooks: list[str] | None = None) -> Report:
+          with_plan: bool = True, notebooks: list[str] | None = None, study: str | None = None) -> Report:
     """All checks, then the plan. ``data_dirs`` maps a data set (cifar10 | imagenet | text) to its
     path; ``min_devices=0`` skips the CUDA check; ``notebooks`` (names, e.g. ``["05_gradient_similarity"]``)
-    limits the data checks and the plan to those notebooks (None: all)."""
+    limits the data checks and the plan to those notebooks (None: all); ``study``: notebook 01's
+    study, if one is given (:func:`workloads`)."""
     problems, n = check_cuda(min_devices) if min_devices > 0 else ([], torch.cuda.device_count())
-    problems += check_data(data_sources(profile, data_dirs, notebooks), profile)
+    problems += check_data(data_sources(profile, data_dirs, notebooks, study), profile)
     problems += check_output(out_dir, min_free_gb)
-    table = plan(profile, sustained_flops, notebooks) if with_plan else pd.DataFrame()
+    table = plan(profile, sustained_flops, notebooks, study) if with_plan else pd.DataFrame()
     return Report(problems=problems, plan=table, cuda_devices=n)
 
 

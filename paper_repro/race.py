@@ -1,6 +1,6 @@
 """The race: every strategy trains the same model to the same targets on the same processes.
 
-A strategy is one way to use the processes (:class:`~paper_repro.settings_types.RaceStrategy`):
+A strategy is one way to use the processes (:class:`~paper_repro.settings.types.RaceStrategy`):
 one process with backprop (the reference), DDP replicas, pipelined backprop on
 ``torch.distributed.pipelining`` (GPipe, 1F1B, ...), or the local pipeline (``local``: each stage
 steps after every micro-batch; ``local/M``: once per step). For every repeat (seed) and batch,
@@ -33,7 +33,7 @@ from .distributed import PipelineConfig
 from .distributed.fields import TrainingFields
 from .distributed.trainer import train_many
 from .hardware import hardware_label
-from .settings_types import RaceSettings, RaceStrategy
+from .settings.types import RaceSettings, RaceStrategy
 from .simulate.calibrate import BlockCosts, measure
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"

@@ -8,7 +8,7 @@ check), bounded by its share of ``--time-limit``; the report holds, per piece, `
 
 * ``environment``  torch, CUDA and the devices seen.
 * ``overhead``     the learner's backprop step vs a hand-written loop on the device
-                   (:func:`paper_repro.bench.overhead`); the median time ratio.
+                   (:func:`paper_repro.overhead.overhead`); the median time ratio.
 * ``pipeline``     the local pipeline as processes, one stage per process: gloo on CPU
                    (2 stages), nccl on CUDA with one stage per GPU; throughput and busy time.
 * ``baseline``     in the same launch, the pipelined-backprop baseline (1F1B with
@@ -42,7 +42,8 @@ from pathlib import Path
 
 import torch
 
-from . import bench, settings, train
+from . import overhead as learner_overhead
+from . import settings, train
 from .distributed.config import PipelineConfig
 from .distributed.bench import run_pipeline
 from .distributed.inputs import data_spec
@@ -55,7 +56,7 @@ RUNS = ("environment", "overhead", "pipeline", "bf16", "notebook")  # baseline, 
 SHARE = {"environment": 0.05, "overhead": 0.1, "pipeline": 0.4, "bf16": 0.1, "notebook": 0.35}
 MIN_PIECE_S = 30.0    # at least this per piece (time left allowing): a first CUDA start alone can take 10 s
 MEMORY_RATIO = (0.5, 4.0)
-NOTEBOOK = "01_mlp_compute_efficiency"  # a quick-profile notebook with a ``device`` parameter
+NOTEBOOK = "01_compute_efficiency"  # a quick-profile notebook with a ``device`` parameter
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -85,7 +86,7 @@ def _nccl_version() -> str:
 
 
 def overhead(device: str) -> dict:
-    r = bench.overhead("mlp", dict(depth=4, width=1024, in_dim=3072), batch_size=128,
+    r = learner_overhead.overhead("mlp", dict(depth=4, width=1024, in_dim=3072), batch_size=128,
                        steps=2 if device == "cpu" else 20, repeats=3 if device == "cpu" else 7,
                        warmup=1 if device == "cpu" else 5, device=device)
     if not all(math.isfinite(r[k]) and r[k] > 0 for k in ("plain_s", "learner_s", "ratio")):

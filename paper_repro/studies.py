@@ -1,4 +1,4 @@
-"""One compute-efficiency study, end to end, as notebooks 01-03 run it: the profile's grid, its
+"""One compute-efficiency study, end to end, as notebook 01 runs it: the profile's grid, its
 sweep (resumed, or only read), the records and every analysis table, with figure titles.
 
     S = studies.compute_study("mlp", "quick")
@@ -16,8 +16,8 @@ from . import analysis, settings, sweep
 from .hardware import hardware_label
 from .plots.labels import figure_title, grid_labels
 
-# the number of each study's notebook: its figures are named NN_<study>_<what>_<profile>.png
-NOTEBOOK_NUMBERS = {"mlp": "01", "mlp-deep": "01", "transformer": "02", "resnet": "03"}
+# every study's figures come from notebook 01: 01_<study>_<what>_<profile>.png
+NOTEBOOK_NUMBER = "01"
 
 
 @dataclass
@@ -40,8 +40,8 @@ class Study:
         return figure_title(what, model=model, dataset=data, profile=self.profile, device=self.device)
 
     def figure(self, what: str) -> str:
-        """The figure's file name: ``NN_<study>_<what>_<profile>``."""
-        return f"{NOTEBOOK_NUMBERS.get(self.study, '00')}_{self.study}_{what}_{self.profile}"
+        """The figure's file name: ``01_<study>_<what>_<profile>``."""
+        return f"{NOTEBOOK_NUMBER}_{self.study}_{what}_{self.profile}"
 
     def problems(self) -> list[str]:
         """What is wrong with the numbers behind the figures (empty: nothing). Backprop must reach
@@ -99,10 +99,13 @@ class Study:
         svb = self.tables.steps_vs_batch
         return analysis.lr_at_edge(svb[svb.target == min(self.targets)], self.grid.lrs_for).reset_index(drop=True)
 
-    def claims(self, paper: float | None, claim: str) -> pd.DataFrame:
+    def claims(self, paper: float | None = None, claim: str | None = None) -> pd.DataFrame:
         """The paper's ``claim`` (its factor ``paper``, None: it states none) beside this
         measurement at the lowest target, with the profile, rule, model, data, hardware, runs
-        and seeds it comes from."""
+        and seeds it comes from. Without ``claim``: the paper's claim for this study's
+        architecture (:data:`settings.PAPER_CLAIMS`)."""
+        if claim is None:
+            paper, claim = settings.PAPER_CLAIMS[self.study]
         return analysis.claims_table(self.tables.headline, paper, claim).assign(
             profile=self.profile, rule=self.rule, model=self.labels[0], data=self.labels[1],
             hardware=hardware_label(self.device), runs=self.records.point_id.nunique(),

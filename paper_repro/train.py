@@ -316,6 +316,53 @@ def crosses(step: int, batch_size: int, every: int) -> bool:
     return every > 0 and (step * batch_size) // every > ((step - 1) * batch_size) // every
 
 
+def _prepare(cfg: TrainConfig, data: data_mod.DataSet | None, learner: methods.Learner | None
+             ) -> tuple[TrainConfig, data_mod.DataSet, methods.Learner]:
+    """A run's configuration (checked, its names resolved), data and learner (:func:`train`)."""
+    if data is not None:  # the records name the data trained on, whatever cfg.dataset says
+        named = dataclasses.replace(cfg, dataset=data.name)
+        (named if data.name in data_mod.DATASETS else cfg).validate()  # a name of the user's own passes
+        cfg = named
+    else:
+        cfg.validate()
+        data = load_data(cfg)
+    check_batch_fits(cfg.batch_size, data)
+    if learner is None:
+        learner = build_learner(cfg, data)
+    else:
+        check_fits(learner, data, cfg)
+    return resolve_names(cfg, learner), data, learner
+
+
+def _resume(state: dict, learner: methods.Learner, opt: torch.optim.Optimizer, batches) -> tuple[list, float, int, float]:
+    """Load a checkpoint's ``state`` into ``learner`` and ``opt`` and move ``batches`` to where
+    it stopped: (its rows, its stop_at, the next step, its elapsed seconds)."""
+    learner.load_state_dict(state["learner"])
+    opt.load_state_dict(state["optimizer"])
+    for _ in range(state["step"]):  # the sampler's position: replayed from the seed
+        next(batches)
+    torch.set_rng_state(state["rng"])
+    return state["rows"], state["stop_at"], state["step"] + 1, state["elapsed"]
+
+
+def _empty_row(step: int, examples: int, n_losses: int) -> dict:
+    """A step's record before its losses are read and its evaluations made (NaN: not yet, or none)."""
+    return {"step": step, "examples": examples, **{f"loss_{m}": math.nan for m in range(n_losses)},
+            "final_loss": math.nan, "eval_loss": math.nan, "eval_acc": math.nan, "train_eval_loss": math.nan}
+
+
+def _evaluate(row: dict, net: torch.nn.Module, data: data_mod.DataSet, cfg: TrainConfig, test: bool,
+              train_idx: torch.Tensor | None) -> float:
+    """Fill ``row``'s test evaluation (if ``test``) and training-subset one (on ``train_idx``, if
+    given); returns the seconds they took."""
+    t0 = time.perf_counter()
+    if test:
+        row["eval_loss"], row["eval_acc"] = evaluate(net, data, "test", cfg.eval_examples, cfg.device)
+    if train_idx is not None:
+        row["train_eval_loss"] = evaluate_indices(net, data, "train", train_idx, cfg.device)
+    return time.perf_counter() - t0
+
+
 def train(cfg: TrainConfig, data: data_mod.DataSet | None = None,
           callback: Callable[[int, methods.Learner, torch.Tensor, torch.Tensor], None] | None = None,
           learner: methods.Learner | None = None, checkpoint: str | os.PathLike | None = None,
@@ -333,19 +380,9 @@ def train(cfg: TrainConfig, data: data_mod.DataSet | None = None,
     records then name its model and method, and ``cfg.model`` / ``cfg.method`` must be
     None or agree with it (ValueError naming both otherwise). ``result.config`` is ``cfg``
     with those two names filled in."""
-    if data is not None:  # the records name the data trained on, whatever cfg.dataset says
-        named = dataclasses.replace(cfg, dataset=data.name)
-        (named if data.name in data_mod.DATASETS else cfg).validate()  # a name of the user's own passes
-        cfg = named
-    else:
-        cfg.validate()
-        data = load_data(cfg)
-    check_batch_fits(cfg.batch_size, data)
-    if learner is None:
-        learner = build_learner(cfg, data)
-    else:
-        check_fits(learner, data, cfg)
-    cfg = resolve_names(cfg, learner)
+    # One function for the loop: the order of its reads, evaluations, stops and checkpoints
+    # within a step is what makes a resumed run equal an uninterrupted one, so it stays in view.
+    cfg, data, learner = _prepare(cfg, data, learner)
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
     learner.train()
@@ -358,13 +395,8 @@ def train(cfg: TrainConfig, data: data_mod.DataSet | None = None,
     stop_at = math.inf  # examples after which the run stops, once stop_loss is reached
     eval_time = 0.0
     if checkpoint is not None and (state := checkpoint_mod.load(checkpoint, cfg.to_dict(), cfg.device)):
-        learner.load_state_dict(state["learner"])
-        opt.load_state_dict(state["optimizer"])
-        rows, stop_at, first = state["rows"], state["stop_at"], state["step"] + 1
-        for _ in range(state["step"]):  # the sampler's position: replayed from the seed
-            next(batches)
-        torch.set_rng_state(state["rng"])
-        start -= state["elapsed"]
+        rows, stop_at, first, elapsed = _resume(state, learner, opt, batches)
+        start -= elapsed
     saved = time.perf_counter()
     bar = tqdm(range(first, cfg.steps + 1), desc=f"{cfg.model}/{cfg.method}", disable=not cfg.progress,
                leave=False, mininterval=1.0, initial=first - 1, total=cfg.steps)
@@ -376,9 +408,7 @@ def train(cfg: TrainConfig, data: data_mod.DataSet | None = None,
                 callback(step, learner, x, y)
             opt.zero_grad(set_to_none=True)
             losses, backward = _losses(learner, x, y, cfg.micro_batches)
-            row = {"step": step, "examples": step * cfg.batch_size,
-                   **{f"loss_{m}": math.nan for m in range(len(losses))}, "final_loss": math.nan,
-                   "eval_loss": math.nan, "eval_acc": math.nan, "train_eval_loss": math.nan}
+            row = _empty_row(step, step * cfg.batch_size, len(losses))
             pending.append((row, losses))
             test_eval = step == cfg.steps or (cfg.eval_every and step % cfg.eval_every == 0)
             train_eval = train_idx is not None and (step == cfg.steps or crosses(step, cfg.batch_size,
@@ -392,12 +422,7 @@ def train(cfg: TrainConfig, data: data_mod.DataSet | None = None,
                 break
             backward()
             opt.step()
-            t_eval = time.perf_counter()
-            if test_eval:
-                row["eval_loss"], row["eval_acc"] = evaluate(learner.net, data, "test", cfg.eval_examples, cfg.device)
-            if train_eval:
-                row["train_eval_loss"] = evaluate_indices(learner.net, data, "train", train_idx, cfg.device)
-            eval_time += time.perf_counter() - t_eval
+            eval_time += _evaluate(row, learner.net, data, cfg, test_eval, train_idx if train_eval else None)
             row["wall_time"] = time.perf_counter() - start
             rows.append(row)
             if cfg.stop_loss is not None and row["train_eval_loss"] <= cfg.stop_loss and stop_at == math.inf:

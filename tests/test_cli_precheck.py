@@ -33,7 +33,7 @@ BAD = [
      "notebook parameter seed='abc' has type str; expected int (notebook 09_your_model)"),
     (["notebooks", "run", "--only", "09", "-p", "lr", "fast"], "notebook parameter lr='fast' has type str; expected float"),
     (["notebooks", "run", "-p", "train_missing", "maybe"], "notebook parameter train_missing='maybe' has type str; "
-                                                           "expected bool (notebook 01_mlp_compute_efficiency)"),
+                                                           "expected bool (notebook 01_compute_efficiency)"),
     (["notebooks", "run", "--data-dir", "cifar10"], "--data-dir expects DATASET=PATH"),
 ]
 

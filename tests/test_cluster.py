@@ -172,16 +172,18 @@ def test_notebook_script_reads_the_store_without_training(tmp_path, monkeypatch,
     proc, argv = _argv_of(NOTEBOOK, env, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert argv[:2] == ["-m", "paper_repro"]
-    assert argv[2:] == ["notebooks", "run", "--profile", "full", "--only", "03_resnet_compute_efficiency",
+    assert argv[2:] == ["notebooks", "run", "--profile", "full", "--only", "01_compute_efficiency",
                         "--device", "cpu", "--figures", f"{tmp_path}/figures", "--out", f"{tmp_path}/out/notebooks",
-                        "-p", "results_dir", f"{tmp_path}/shared/results", "-p", "train_missing", "false"]
+                        "-p", "results_dir", f"{tmp_path}/shared/results", "-p", "train_missing", "false",
+                        "-p", "study", "resnet"]
     # those arguments: the notebook gets train_missing=False, and no GPU or data check stands in the way
     seen = []
     monkeypatch.setattr(notebooks, "run_notebooks", lambda **kw: seen.append(kw) or [])
     monkeypatch.setattr(commands.preflight, "check", lambda *a, **k: pytest.fail("preflight ran"))
     assert cli.main(argv[2:]) == 0
     [kw] = seen
-    assert kw["only"] == ["03_resnet_compute_efficiency"] and kw["profile"] == "full"
+    assert kw["only"] == ["01_compute_efficiency"] and kw["profile"] == "full"
+    assert kw["parameters"]["study"] == "resnet"
     assert kw["parameters"]["train_missing"] is False
     assert kw["parameters"]["results_dir"] == f"{tmp_path}/shared/results"
     proc, argv = _argv_of(NOTEBOOK, dict(STUDY="resnet-imagenet"), tmp_path)
@@ -189,7 +191,7 @@ def test_notebook_script_reads_the_store_without_training(tmp_path, monkeypatch,
     # the deep-MLP study is notebook 01 with its study parameter
     proc, argv = _argv_of(NOTEBOOK, dict(STUDY="mlp-deep", PROFILE="cpu"), tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "01_mlp_compute_efficiency" in argv and argv[-3:] == ["-p", "study", "mlp-deep"]
+    assert "01_compute_efficiency" in argv and argv[-3:] == ["-p", "study", "mlp-deep"]
 
 
 def test_the_notebook_step_and_submit_refuse_the_quick_profile_which_reads_no_store(tmp_path):

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from paper_repro.notebooks import RUN_PER_VALUE
+
 ROOT = Path(__file__).resolve().parent.parent
 # drawn from time measurements: pipeline throughput and busy time, and the memory per stage of
 # a stage cut chosen by measured time
@@ -28,15 +30,14 @@ def quick_figure_patterns() -> dict[str, str]:
             name = name.replace("{profile}", "quick").replace("{tag}", "quick")  # 04: tag = profile when run here
             pattern = re.sub(r"\\\{[^}]*\\\}", "[a-z0-9]+", re.escape(name))
             out[f"{nb.stem}: {name}"] = pattern + r"\.png"
-        # notebooks 01-03 name their figures through paper_repro.studies.Study.figure
-        # (by name, or by a parameter whose default names it)
+        # notebook 01 names its figures through paper_repro.studies.Study.figure, once for each
+        # study the batch runs it for (notebooks.RUN_PER_VALUE)
         text = nb.read_text()
-        study = re.search(r"compute_study\((?:\"([a-z-]+)\"|(\w+))", text)
-        if study is not None and study.group(2):
-            study = re.search(rf"^{study.group(2)} = \"([a-z-]+)\"", text, re.M)
+        studies = RUN_PER_VALUE.get(nb.stem, (None, {"quick": ()}))[1]["quick"]
         for what in re.findall(r"save_figure\(\s*fig,\s*S\.figure\(\"([^\"]+)\"\)", text):
-            name = f"{nb.stem[:2]}_{study.group(1)}_{what}_quick"
-            out[f"{nb.stem}: {name}"] = re.escape(name) + r"\.png"
+            for study in studies:
+                name = f"{nb.stem[:2]}_{study}_{what}_quick"
+                out[f"{nb.stem}: {name}"] = re.escape(name) + r"\.png"
     return out
 
 

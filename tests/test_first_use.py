@@ -48,7 +48,7 @@ def test_notebooks_dry_run_with_only_checks_that_notebook(tmp_path, capsys, monk
     assert rc == 1, err                                          # the missing CIFAR-10 of notebook 05
     assert f"read by {NB05}" in err
     assert "text (read by" not in err and "imagenet (read by" not in err
-    assert NB05 in out and "02_transformer" not in out and "06_feature" not in out
+    assert NB05 in out and "01_compute" not in out and "06_feature" not in out
 
 
 @pytest.mark.skipif(not CIFAR.is_dir(), reason="needs CIFAR-10 at " + str(CIFAR))

@@ -8,7 +8,8 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from paper_repro.cli import build_parser
-from paper_repro.notebooks import PROFILES, check_parameters, run_notebooks
+from paper_repro import notebooks
+from paper_repro.notebooks import PROFILES, check_parameters, notebook_runs, run_notebooks
 
 PARAMS = 'profile = "quick"\nfigures_dir = "../figures"'
 WRITE_PNG = """
@@ -106,6 +107,26 @@ def test_failing_notebook_is_named_and_batch_continues(dirs):
     assert [(n, s) for n, _, s in err.value.results] == [("01_broken", "failed"), ("02_fine", "ok")]
     assert (out / "01_broken.ipynb").exists()  # the executed copy keeps the traceback
     assert (figs / "tiny_quick.png").exists()  # the notebook after the failure still ran
+
+
+def test_a_notebook_runs_once_per_value_of_its_parameter_unless_one_is_given(dirs, monkeypatch):
+    nbs, out, figs = dirs
+    _write_nb(nbs / "01_per_study.ipynb", 'study = "a"', "print('STUDY_IS', study)")
+    _write_nb(nbs / "02_once.ipynb", "print('ONCE')")
+    monkeypatch.setattr(notebooks, "RUN_PER_VALUE", {"01_per_study": ("study", {"quick": ("b", "c")})})
+    results = run_notebooks(out_dir=out, figures_dir=figs, notebooks_dir=nbs, timeout=120, progress=False)
+    assert [(n, s) for n, _, s in results] == [("01_per_study[b]", "ok"), ("01_per_study[c]", "ok"),
+                                               ("02_once", "ok")]
+    assert "STUDY_IS b" in _stream_text(out / "01_per_study_b.ipynb")
+    assert "STUDY_IS c" in _stream_text(out / "01_per_study_c.ipynb")
+    # the caller's own value runs once, under the notebook's name; a run name's own parameters win
+    paths = sorted(nbs.glob("*.ipynb"))
+    assert [(n, own) for _, n, own in notebook_runs(paths, "quick", {"01_per_study": {"study": "x"}})] == [
+        ("01_per_study", {}), ("02_once", {})]
+    results = run_notebooks(out_dir=out, figures_dir=figs, notebooks_dir=nbs, timeout=120, progress=False,
+                            only="01", per_notebook={"01_per_study": {"study": "x"}})
+    assert [n for n, _, _ in results] == ["01_per_study"]
+    assert "STUDY_IS x" in _stream_text(out / "01_per_study.ipynb")
 
 
 def test_cli_registers_notebooks_run():

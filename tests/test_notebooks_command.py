@@ -26,13 +26,14 @@ def test_parameters_data_dirs_device_and_workers_reach_the_notebooks(captured, c
     assert rc == 0, err
     kw = captured[0]
     assert kw["parameters"] == {"targets": [1.5, 1.2], "rule": "eval", "device": "cpu", "workers": 2}
-    assert kw["per_notebook"]["01_mlp_compute_efficiency"] == {"data_dir": str(tmp_path)}
-    assert "02_transformer_compute_efficiency" not in kw["per_notebook"]  # text: no folder given
+    assert kw["per_notebook"]["01_compute_efficiency[mlp]"] == {"data_dir": str(tmp_path)}
+    assert kw["per_notebook"]["01_compute_efficiency[resnet]"] == {"data_dir": str(tmp_path)}
+    assert "01_compute_efficiency[transformer]" not in kw["per_notebook"]  # text: no folder given
 
 
 def test_only_declared_parameters_are_injected():
     base = {"profile": "quick"}
-    got = notebooks.notebook_parameters(pm, NB / "01_mlp_compute_efficiency.ipynb", base,
+    got = notebooks.notebook_parameters(pm, NB / "01_compute_efficiency.ipynb", base,
                                         {"workers": 3, "no_such_parameter": 1}, {"data_dir": "/d"})
     assert got == {"profile": "quick", "workers": 3, "data_dir": "/d"}
     assert notebooks.notebook_parameters(pm, NB / "00_quickstart.ipynb", base, {"workers": 3}) == base

@@ -60,8 +60,8 @@ def test_the_parser_and_the_modules_hold_the_same_objects():
     assert cli.COMPUTE_STUDIES is settings.COMPUTE_STUDIES is names.COMPUTE_STUDIES
     assert methods.METHODS is names.METHODS
     assert cli.SIMULATED_SCHEDULES is schedules.SCHEDULES is names.SIMULATED_SCHEDULES
-    assert options.RUN_NAMES is names.RUN_NAMES and pipeline_config.SCHEDULES is names.RUN_SCHEDULES
-    assert pipeline_config.BALANCES is costs.BALANCES is names.CUTS
+    assert options.RUN_NAMES is names.RUN_NAMES and pipeline_config.RUN_SCHEDULES is names.RUN_SCHEDULES
+    assert pipeline_config.CUTS is costs.CUTS is names.CUTS
     assert tuple(sorted(pipeline_config.DTYPES)) == names.DTYPES and pipeline_config.DEVICES is names.DEVICES
 
 

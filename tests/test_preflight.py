@@ -42,9 +42,9 @@ def test_too_few_gpus_is_reported(monkeypatch):
 def test_missing_data_names_the_data_set_its_notebooks_and_the_path(tmp_path):
     sources = preflight.data_sources("full", {"cifar10": str(tmp_path / "nowhere"),
                                                "imagenet": str(tmp_path / "imagenet")})
-    assert sources["01_mlp_compute_efficiency"] == ("cifar10", str(tmp_path / "nowhere"))
+    assert sources["01_compute_efficiency[mlp]"] == ("cifar10", str(tmp_path / "nowhere"))
     assert sources["06_feature_similarity"][0] == "imagenet"
-    assert sources["02_transformer_compute_efficiency"] == ("text", None)
+    assert sources["01_compute_efficiency[transformer]"] == ("text", None)
     problems = preflight.check_data(sources, "full")
     assert len(problems) == 3  # one per data set, not one per notebook
     cifar = next(p for p in problems if p.startswith("cifar10"))
@@ -64,7 +64,7 @@ def test_present_data_passes(tmp_path):
     assert preflight.check_data(preflight.data_sources("full", dirs), "full") == []
     # the quick profile reads only the built-in text corpus (no path), which is fine there
     quick = preflight.data_sources("quick", {})
-    assert quick == {"02_transformer_compute_efficiency": ("text", None)}
+    assert quick == {"01_compute_efficiency[transformer]": ("text", None)}
     assert preflight.check_data(quick, "quick") == []
 
 
@@ -96,7 +96,7 @@ def test_check_and_command_fail_on_this_cpu_machine(tmp_path, capsys):
                              with_plan=False)
     assert not report.ok and report.cuda_devices == 0
     assert [p.split(":")[0] for p in report.problems] == [
-        "CUDA is not available", "text (read by 02_transformer_compute_efficiency)",
+        "CUDA is not available", "text (read by 01_compute_efficiency[transformer])",
         "imagenet (read by 06_feature_similarity)"]
     rc = preflight.main(["--no-plan", "--data-dir", f"cifar10={tmp_path / 'c'}", "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
@@ -145,8 +145,11 @@ def test_full_plan_uses_paper_scale_shapes():
     by_nb = {w.notebook: w for w in preflight.workloads("full")}
     assert by_nb["06_feature_similarity"].input_shape == (3, 224, 224)
     assert by_nb["06_feature_similarity"].num_classes == 1000
-    assert by_nb["02_transformer_compute_efficiency"].input_shape == (128,)
-    assert by_nb["01_mlp_compute_efficiency"].grid == settings.compute_grid("mlp", "full")
+    assert by_nb["01_compute_efficiency[transformer]"].input_shape == (128,)
+    assert by_nb["01_compute_efficiency[mlp]"].grid == settings.compute_grid("mlp", "full")
+    # a study given (-p study mlp-deep) is notebook 01's only run
+    [run] = [w for w in preflight.workloads("cpu", study="mlp-deep") if w.notebook.startswith("01")]
+    assert run.notebook == "01_compute_efficiency" and run.grid == settings.compute_grid("mlp-deep", "cpu")
     labels = [w for w in preflight.workloads("full") if w.notebook == "07_random_labels"]
     assert [w.grid.steps for w in labels] == [100 * 391, 100 * 391]  # 100 epochs of 50,000 / 128
 

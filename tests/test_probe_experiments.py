@@ -19,7 +19,7 @@ from paper_repro.plots import similarity as similarity_plots
 from paper_repro.probes import PAPER_GREEDY_COSINE, ablation, experiments, filters, gradient_cosine, random_label_claims
 from paper_repro.probes import run as probe_run
 from paper_repro.probes.store import UnitStore
-from paper_repro.settings_types import (AblationSettings, AblationVariant, FeatureSettings, GradientSettings,
+from paper_repro.settings.types import (AblationSettings, AblationVariant, FeatureSettings, GradientSettings,
                                         RandomLabelRun, RandomLabelSettings)
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from paper_repro import cli, race, settings
 from paper_repro.analysis import race as tables
-from paper_repro.settings_types import RaceStrategy
+from paper_repro.settings.types import RaceStrategy
 
 
 def test_learning_rates_come_from_the_nearest_studied_batch_halfway_ties_to_the_smaller(tmp_path):

@@ -20,7 +20,7 @@ def test_the_parser_choices_and_defaults_are_the_package_names():
     """Both take the names from paper_repro.names; the defaults cli.py repeats so that ``--help``
     needs no torch."""
     assert cli.SIMULATED_SCHEDULES is schedules.SCHEDULES
-    assert cli.CUTS is costs.BALANCES
+    assert cli.CUTS is costs.CUTS
     assert cli.DTYPES == tuple(sorted(distributed.DTYPES)) and cli.DEVICES == distributed.DEVICES
     defaults = dataclasses.asdict(PipelineConfig())
     assert cli.PIPELINE_DEFAULTS == {k: defaults[k] for k in cli.PIPELINE_DEFAULTS}

@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from paper_repro.settings_types import RaceStrategy
+from paper_repro.settings.types import RaceStrategy
 from paper_repro.simulate.calibrate import BlockCosts
 from paper_repro.simulate.engine import Link
 from paper_repro.simulate.race import (ddp_step, one_device_step, param_bytes, predict, prediction_error,

@@ -1,4 +1,4 @@
-"""A compute study end to end on a tiny digits sweep: what notebooks 01-03 call instead of
+"""A compute study end to end on a tiny digits sweep: what notebook 01 calls instead of
 repeating analysis cells (sensitivity, regime, claims, the tables kept beside the store)."""
 import pandas as pd
 import pytest

@@ -29,7 +29,7 @@ class StudyTables:
     headline: pd.DataFrame     # max / high-compute speedup with the range over seeds
 
 def study_tables(df: pd.DataFrame, targets, rule: str = "eval", baseline: str = "backprop") -> StudyTables:
-    """The tables the notebooks 01-03 show, from one sweep table."""
+    """The tables notebook 01 shows for one study, from one sweep table."""
     ttt = time_to_target(df, targets, rule)
     configs = over_seeds(ttt)
     svb = steps_vs_batch(ttt)

@@ -19,14 +19,14 @@
   :mod:`.options` the configs they expand to
 * :mod:`.bench`     ``paper-repro bench pipeline``; :mod:`.report` tables, targets, figures
 
+Its names: the cuts, devices, optimizers and schedules a run takes (``CUTS``, ``DEVICES``,
+``OPTIMIZERS``, ``RUN_SCHEDULES``, from :mod:`paper_repro.names`), and those of ``_LAZY`` below.
 Importing the package loads no torch: the parser takes its options from :mod:`.arguments`
 alone. The names below that need torch are loaded from their modules on first use.
 """
 import importlib
 
-from ..names import CUTS as BALANCES
-from ..names import DEVICES, OPTIMIZERS
-from ..names import RUN_SCHEDULES as SCHEDULES
+from ..names import CUTS, DEVICES, OPTIMIZERS, RUN_SCHEDULES
 
 # name -> the module that defines it (each imports torch, so it loads on first use)
 _LAZY = {name: module for module, names in {
@@ -36,7 +36,7 @@ _LAZY = {name: module for module, names in {
     "timing": ("module_times", "predicted_comm", "time_split"),
 }.items() for name in names}
 
-__all__ = ["BALANCES", "DEVICES", "OPTIMIZERS", "SCHEDULES", *_LAZY]
+__all__ = ["CUTS", "DEVICES", "OPTIMIZERS", "RUN_SCHEDULES", *_LAZY]
 
 
 def __getattr__(name: str):

@@ -84,7 +84,7 @@ def measured_cut(cfg: PipelineConfig, apart: bool | None = None) -> tuple:
 def comm_by_size(settings, processors=None, schedules=None) -> list[dict]:
     """:func:`comm_only` records for every number of ``processors`` x micro-batch size in
     ``settings`` x schedule. ``settings``: a
-    :class:`~paper_repro.settings_types.CommunicationSettings` (its ``processors`` and
+    :class:`~paper_repro.settings.types.CommunicationSettings` (its ``processors`` and
     ``schedules`` unless given here) or a dict of PipelineConfig fields with a ``micro_batch``
     list (schedules: local and 1f1b unless given)."""
     fields = settings_dict(settings)

@@ -16,12 +16,11 @@ from ..config import OPTIMIZERS, DataParts, ModelParts, OptimParts, check_positi
 from ..factory import check_factory, is_factory_name
 from ..names import CUTS, DEVICES, MULTI_STAGE, PIPELINED_BACKPROP, PREFETCH, SINGLE_STAGE  # noqa: F401
 from ..names import DTYPES as DTYPE_NAMES
-from ..names import RUN_SCHEDULES as SCHEDULES
+from ..names import RUN_SCHEDULES
 from .fields import PipelineFields
 
 # dtype name -> the torch dtype the stages compute in
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
-BALANCES = CUTS
 
 
 @dataclass
@@ -30,8 +29,8 @@ class PipelineConfig(PipelineFields, ModelParts, DataParts, OptimParts):
     :meth:`validate` checking them all."""
 
     def validate(self) -> "PipelineConfig":
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"unknown schedule {self.schedule!r}; valid: {', '.join(SCHEDULES)}")
+        if self.schedule not in RUN_SCHEDULES:
+            raise ValueError(f"unknown schedule {self.schedule!r}; valid: {', '.join(RUN_SCHEDULES)}")
         if self.model is None:
             raise ValueError("model must be named for a pipeline run, got None")
         if is_factory_name(self.model):  # a user's model: package.module:function
@@ -68,8 +67,8 @@ class PipelineConfig(PipelineFields, ModelParts, DataParts, OptimParts):
         if self.schedule == "ddp" and self.micro_batches % self.stages:
             raise ValueError(f"schedule 'ddp' splits the micro_batches of a step over the {self.stages} "
                              f"processes: micro_batches={self.micro_batches} must be a multiple of stages")
-        if self.balance not in BALANCES:
-            raise ValueError(f"unknown balance {self.balance!r}; valid: {', '.join(BALANCES)}")
+        if self.balance not in CUTS:
+            raise ValueError(f"unknown balance {self.balance!r}; valid: {', '.join(CUTS)}")
         if self.input not in (None, "image", "text"):
             raise ValueError(f"unknown input {self.input!r}; valid: image, text")
         if self.prefetch not in PREFETCH:

@@ -3,7 +3,7 @@
 ``expand`` turns one flat dict of settings into a config per (repeat, micro-batch size,
 schedule); ``configs_from_args`` does it for the options parsed by :mod:`.arguments`, and
 ``configs_for`` for the pipeline settings of :mod:`paper_repro.settings`
-(:class:`paper_repro.settings_types.PipelineSettings`) or a dict of the same keys.
+(:class:`paper_repro.settings.types.PipelineSettings`) or a dict of the same keys.
 """
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def expand(common: dict, schedules, micro_batch_sizes, update_every=(1,), repeat
 
 
 def settings_dict(settings) -> dict:
-    """The keys and values of a settings dataclass of :mod:`paper_repro.settings_types` (or a
+    """The keys and values of a settings dataclass of :mod:`paper_repro.settings.types` (or a
     copy of a dict of the same keys)."""
     return dataclasses.asdict(settings) if dataclasses.is_dataclass(settings) else dict(settings)
 
@@ -58,7 +58,7 @@ def settings_dict(settings) -> dict:
 def configs_for(settings, schedules=None, **overrides) -> list[PipelineConfig]:
     """Configs for every micro-batch size in ``settings`` x schedule (see :func:`expand`).
 
-    ``settings``: a :class:`~paper_repro.settings_types.PipelineSettings` (e.g.
+    ``settings``: a :class:`~paper_repro.settings.types.PipelineSettings` (e.g.
     :func:`paper_repro.settings.pipeline_settings`) or a dict of its keys: ``micro_batch``
     (the list of sizes), optionally ``repeats``, ``schedules`` and ``local_update_every``,
     and fields of :class:`PipelineConfig`. ``overrides`` replace any of them. The run names are

@@ -1,9 +1,9 @@
 """Which part of the setting sets the levels of the gradient cosine: an ablation, one change at a time.
 
-The base setting is the gradient-similarity study's (:class:`~paper_repro.settings_types.GradientSettings`,
+The base setting is the gradient-similarity study's (:class:`~paper_repro.settings.types.GradientSettings`,
 study ``gradient`` of :mod:`paper_repro.settings`): a greedy MLP of ``depth`` blocks of ``width``,
 Adam, the cosine of each block's local update with its backprop gradient measured on the
-training mini-batch. Each :class:`~paper_repro.settings_types.AblationVariant` of
+training mini-batch. Each :class:`~paper_repro.settings.types.AblationVariant` of
 ``S.ablation.variants`` changes some of it (every change is described there). Two need more
 words: with ``trajectory="backprop"`` the greedy auxiliary heads train alongside on the
 (detached) block outputs, so that the local update can still be measured along a backprop
@@ -34,27 +34,17 @@ import torch.nn as nn
 from .. import methods, models
 from .. import train as train_mod
 from ..blocknet import BlockNet
-from ..settings_types import AblationVariant, GradientSettings
+from ..settings.types import AblationVariant, GradientSettings
 from .gradients import gradient_cosine
 from .store import UnitStore
-from .studies import PAPER_GREEDY_COSINE, gradient_claims, load_data
+from .method_runs import PAPER_GREEDY_COSINE, gradient_claims, load_data
 
 
 @dataclass(frozen=True)
-class AblationRun:
-    """What one variant trains with (:func:`variant_settings`): the base settings' fields
-    but ``ablation``, ``seeds`` the ablation's (or the variant's), and the five the variants
-    change beyond them, at the base's values unless the variant sets them."""
-    dataset: str
-    data_kwargs: dict
-    depth: int
-    width: int
-    steps: int
-    every: int
-    batch_size: int
-    lr: float
-    seeds: list[int]
-    methods: list[str]
+class AblationRun(GradientSettings):
+    """What one variant trains with (:func:`variant_settings`): the base settings with no
+    ``ablation`` of their own, ``seeds`` the ablation's (or the variant's), and the five
+    settings the variants change beyond them, at the base's values unless the variant sets them."""
     optimizer: str = "adam"
     probe_examples: int | None = None
     trajectory: str = "greedy"
@@ -202,7 +192,9 @@ def summarise_ablation(S: GradientSettings, root: str | Path) -> dict[str, pd.Da
 
 def _unit_settings(V: AblationRun) -> dict:
     """What a saved unit records of its settings (and must match to be resumed)."""
-    return json.loads(json.dumps(dataclasses.asdict(V)))
+    saved = dataclasses.asdict(V)
+    del saved["ablation"]  # always None here; not part of what a unit records
+    return json.loads(json.dumps(saved))
 
 
 def _layers_in_order(df: pd.DataFrame) -> pd.DataFrame:

@@ -15,13 +15,15 @@ the unit in progress; running the same call again continues where it stopped.
   per net x method x seed; tables ``random_labels.csv`` and ``random_label_summary.csv``.
 
 :func:`load_features` and :func:`load_random_labels` read the saved results back (what the
-notebooks' ``cpu`` profile draws).
+notebooks' ``cpu`` profile draws); :func:`experiment` is where notebooks 06 and 07 start: the
+settings and the folder of the runs, trained there and then at the quick profile.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 import re
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -29,12 +31,13 @@ from typing import Callable
 import pandas as pd
 import torch
 
+from .. import settings
 from .. import train as train_mod
-from ..settings_types import FeatureSettings, RandomLabelRun, RandomLabelSettings
+from ..settings.types import FeatureSettings, RandomLabelRun, RandomLabelSettings
 from .cka import cka_table
 from .filters import filter_structure, first_conv
 from .store import UnitStore
-from .studies import initial_net, load_data, random_label_claims, random_label_runs
+from .method_runs import initial_net, load_data, random_label_claims, random_label_runs
 
 Log = Callable[[str], None]
 
@@ -280,3 +283,25 @@ def set_threads(n: int) -> None:
     """Use ``n`` torch CPU threads (0: leave torch's default)."""
     if n:
         torch.set_num_threads(n)
+
+
+def experiment(study: str, profile: str, data_dir=None, results_dir="results/similarity",
+               threads: int = 1) -> tuple[FeatureSettings | RandomLabelSettings, Path]:
+    """The settings of the long experiment ``study`` (``features`` | ``random_labels``) at
+    ``profile`` and the folder of its runs. The quick profile trains them now, in a temporary
+    folder; the other profiles read ``results_dir/<study>_<profile>``, made by
+    ``python -m paper_repro.probes.run <study>`` (which saves each unit as it finishes).
+    ``threads``: torch CPU threads (0: torch's default; small models on a shared CPU gain
+    nothing from more than one)."""
+    if study not in ("features", "random_labels"):
+        raise ValueError(f"unknown experiment {study!r}; valid: features, random_labels")
+    set_threads(threads)
+    s = settings.similarity_settings(study, profile)
+    if profile != "quick":
+        return s, Path(results_dir) / f"{study}_{profile}"
+    root = Path(tempfile.mkdtemp())
+    if study == "features":
+        run_features(s, load_data(s, data_dir), root, log=lambda line: None)
+    else:
+        run_random_labels(s, data_dir, root, log=lambda line: None)
+    return s, root

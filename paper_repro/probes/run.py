@@ -18,7 +18,7 @@ from pathlib import Path
 from ..settings import PROFILES, similarity_settings
 from .ablation import run_ablation
 from .experiments import run_features, run_random_labels, set_threads
-from .studies import load_data
+from .method_runs import load_data
 
 EXPERIMENTS = ("features", "random_labels", "ablation")
 

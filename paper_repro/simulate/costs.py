@@ -25,18 +25,18 @@ from __future__ import annotations
 
 from .. import methods
 from ..distributed.split import balanced_split
-from ..names import CUTS as BALANCES
+from ..names import CUTS
 from ..names import DEFAULT_CUT, check_cut
 from .calibrate import BlockCosts
 from .engine import Costs
 from .schedules import base_schedule, stages_per_rank
 
 def pieces(bc: BlockCosts, count: int, balance: str = DEFAULT_CUT) -> list[list[int]]:
-    """Cut the net's blocks into ``count`` contiguous pieces (one of ``BALANCES``): balancing the
+    """Cut the net's blocks into ``count`` contiguous pieces (one of ``CUTS``): balancing the
     calibrated forward+backward time (``"time"``, the default, as ``bench pipeline`` and
     ``estimate`` do), the forward FLOPs (``"flops"``), or as many blocks in each as the
     chunked-``count`` method gives (``"blocks"``)."""
-    check_cut(balance, BALANCES)
+    check_cut(balance, CUTS)
     if not isinstance(count, int) or not 1 <= count <= bc.blocks:
         raise ValueError(f"cannot cut the {bc.blocks} blocks of {bc.model} into {count!r} pieces; "
                          f"use 1..{bc.blocks}")

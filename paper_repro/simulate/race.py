@@ -30,7 +30,7 @@ import math
 
 import pandas as pd
 
-from ..settings_types import RaceStrategy
+from ..settings.types import RaceStrategy
 from .calibrate import BlockCosts
 from .costs import fresh_share, pieces, schedule_costs
 from .engine import Link, simulate

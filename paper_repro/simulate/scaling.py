@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .. import methods
 from ..distributed.config import PipelineConfig
-from ..settings_types import ScalingSettings
+from ..settings.types import ScalingSettings
 from .calibrate import BlockCosts, measure
 from .costs import fresh_share, pieces, schedule_costs, uniform_costs
 from .engine import Link, simulate

@@ -15,7 +15,7 @@ the machine that ran it (``hardware``: the CPU model as ``figures/MACHINE`` name
 GPU; ``torch_version``); points written before it did have neither column
 (:func:`point_machines` says "not recorded").
 """
-from .estimate import estimate_line, measure_rates, time_estimate
+from .duration import estimate_line, measure_rates, time_estimate
 from .grid import Grid, cost_line, example_shape, grid_flops, parse_shard, point_id, store_name
 from .runner import SweepInterrupted, SweepReport, point_machines, run_point, run_sweep
 from .store import (CONFIG_COLUMNS, RECORD_COLUMNS, STATUSES, adopt_points, finished_ids, load_grid, load_results,

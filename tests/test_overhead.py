@@ -2,16 +2,17 @@
 import pytest
 import torch
 
-from paper_repro import bench, cli, methods, models
+from paper_repro import cli, methods, models
+from paper_repro import overhead
 
 
 def test_ratio_summary_takes_the_median_of_per_repetition_ratios():
-    r = bench.ratio_summary([1.0, 2.0, 4.0], [1.1, 2.0, 3.0])
+    r = overhead.ratio_summary([1.0, 2.0, 4.0], [1.1, 2.0, 3.0])
     # ratios 1.1, 1.0, 0.75 -> median 1.0; medians of the sides 2.0 and 2.0
     assert r["ratio"] == pytest.approx(1.0) and r["ratio_min"] == 0.75 and r["ratio_max"] == pytest.approx(1.1)
     assert (r["plain_s"], r["learner_s"], r["repeats"]) == (2.0, 2.0, 3)
     with pytest.raises(ValueError, match="equally many"):
-        bench.ratio_summary([1.0], [1.0, 2.0])
+        overhead.ratio_summary([1.0], [1.0, 2.0])
 
 
 @pytest.mark.parametrize("name, kw, x, y", [
@@ -27,8 +28,8 @@ def test_both_steps_make_the_same_update(name, kw, x, y):
     opt_a = torch.optim.SGD(plain.parameters(), lr=0.1)
     opt_b = torch.optim.SGD(learner.parameters(), lr=0.1)
     xa = x.double() if x.is_floating_point() else x
-    loss_a = bench.plain_step(plain, opt_a, xa, y)
-    loss_b = bench.learner_step(learner, opt_b, xa, y)
+    loss_a = overhead.plain_step(plain, opt_a, xa, y)
+    loss_b = overhead.learner_step(learner, opt_b, xa, y)
     assert loss_b == [pytest.approx(loss_a, rel=1e-12)]
     for pa, pb in zip(plain.parameters(), net.parameters()):
         torch.testing.assert_close(pa, pb, rtol=1e-12, atol=1e-12)
