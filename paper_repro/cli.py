@@ -95,9 +95,10 @@ def _parser(subparsers, name: str, help: str, description: str | None = None) ->
 
 # ---------------------------------------------------------------------------------- train
 def add_train(subparsers) -> None:
-    p = _parser(subparsers, "train", "train one model with one method on one data set, in one process",
-                "Train one model with one local-learning method on one data set, in one process; print a "
-                "summary and optionally write one row per step (--out).")
+    # one statement per option, in the order --help lists them: long because the command has many
+    p = _parser(subparsers, "train", "train one model with one method on one data set, on one process or several",
+                "Train one model with one local-learning method on one data set, in this process or on "
+                "several (--stages); print a summary and optionally write one row per step (--out).")
     t = TrainFields()
     p.add_argument("--model", default=t.model,
                    help=f"a built-in model ({' | '.join(MODELS)}) or your own as package.module:function "

@@ -130,3 +130,12 @@ def test_every_number_in_the_readme_mlp_row_is_recomputed_from_the_points(deep, 
     unexplained = [n for n in _numbers(row) if n not in recomputed]
     assert not unexplained, f"the README MLP row quotes numbers no test recomputes: {unexplained}"
     assert "**no, 10x not reached in the high-compute regime**" in row
+
+
+@pytest.mark.parametrize("study", ["mlp", "mlp-deep", "transformer", "resnet"])
+def test_each_committed_headline_is_read_at_the_targets_the_settings_name(study):
+    """Notebook 01 at the cpu profile writes the store's tables again at the settings' targets:
+    they must be the targets the committed tables (and the README's numbers) were read at."""
+    grid = settings.compute_grid(study, "cpu")
+    headline = pd.read_csv(ROOT / "results" / grid.name / "headline.csv")
+    assert sorted(set(headline.target)) == sorted(settings.analysis_settings(study, "cpu")["targets"])

@@ -17,6 +17,7 @@ from .fields import PipelineFields
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The run's options, shared by ``paper-repro bench pipeline`` and the worker's entry point."""
+    # one statement per option, in the order --help lists them: long because a run has many
     d = PipelineFields()
     p.add_argument("--schedule", type=choice_list(RUN_NAMES, "schedule"), default=["local"],
                    help=f"{' | '.join(RUN_NAMES)}; a comma list or 'all' runs them one after another. "

@@ -78,16 +78,8 @@ def launch(configs: list[PipelineConfig], *, timeout: float | None = None, grace
     (see :mod:`.training`). Ctrl-C or SIGTERM then first asks every stage to stop after a common
     step (writing a checkpoint where one is configured) and waits up to ``grace`` seconds for
     them; ``partial_records`` holds the interrupted run's result."""
-    if not configs:
-        raise ValueError("launch needs at least one PipelineConfig")
-    configs = [c.validate() for c in configs]
+    configs = _checked(configs)
     nprocs = configs[0].processes
-    if any((c.stages, c.dp) != (configs[0].stages, configs[0].dp) for c in configs):
-        raise ValueError("all configs of one launch must have the same stages and dp")
-    if any(c.device != configs[0].device for c in configs):
-        raise ValueError("all configs of one launch must have the same device")
-    if configs[0].device == "cuda":
-        check_gpus(nprocs)
     workdir = Path(tempfile.mkdtemp(prefix="paper_repro_pipeline_"))
     (workdir / "configs.json").write_text(json.dumps([c.to_dict() for c in configs]))
     if training is not None:
@@ -96,13 +88,7 @@ def launch(configs: list[PipelineConfig], *, timeout: float | None = None, grace
     master = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                            timeout=datetime.timedelta(seconds=30))
     store = dist.PrefixStore("paper_repro/run/0/", master)
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(master.port),
-           "WORLD_SIZE": str(nprocs), "LOCAL_WORLD_SIZE": str(nprocs), "TORCHELASTIC_USE_AGENT_STORE": "True",
-           "PYTHONUNBUFFERED": "1"}
-    env.pop("TORCHELASTIC_RUN_ID", None)
-    env.pop("TORCHELASTIC_RESTART_COUNT", None)
-    if configs[0].device == "cpu":
-        env.setdefault("OMP_NUM_THREADS", "1")
+    env = _environment(master.port, nprocs, configs[0].device)
     cmd = [sys.executable, "-m", "paper_repro.distributed.run", "--configs", str(workdir / "configs.json"),
            "--json", str(result_path), "--quiet", "--partial", str(workdir / "partial.json")]
     if training is not None:
@@ -141,16 +127,51 @@ def launch(configs: list[PipelineConfig], *, timeout: float | None = None, grace
         shutil.rmtree(workdir, ignore_errors=True)
     if failed_run:
         reason = store.get(ABORT_KEY).decode() if store.check([ABORT_KEY]) else "unknown failure"
-        failed = next((r for r, c in enumerate(codes) if c not in (0, EXIT_PEER_FAILED)), None)
-        def tail(r, code, text):
-            status = _describe_exit(code) if code is not None else "not started"
-            where = f" {workdir / f'stage{r}.log'}" if keep else ""
-            return f"--- stage {r} ({status}), last lines of its log{where}:\n" + "\n".join(
-                text.strip().splitlines()[-8:])
-
-        tails = "\n".join(tail(r, c, t) for r, (c, t) in enumerate(zip(codes, texts)))
-        raise PipelineError(f"pipeline failed: {reason}\n{tails}", failed, codes, texts)
+        raise _failure(reason, codes, texts, workdir if keep else None)
     return records
+
+
+def _checked(configs: list[PipelineConfig]) -> list[PipelineConfig]:
+    """``configs`` validated, after checking that one launch can run them all (the same
+    stages, dp and device; enough GPUs for a cuda run)."""
+    if not configs:
+        raise ValueError("launch needs at least one PipelineConfig")
+    configs = [c.validate() for c in configs]
+    if any((c.stages, c.dp) != (configs[0].stages, configs[0].dp) for c in configs):
+        raise ValueError("all configs of one launch must have the same stages and dp")
+    if any(c.device != configs[0].device for c in configs):
+        raise ValueError("all configs of one launch must have the same device")
+    if configs[0].device == "cuda":
+        check_gpus(configs[0].processes)
+    return configs
+
+
+def _environment(port: int, nprocs: int, device: str) -> dict:
+    """The stage processes' environment: torchrun's variables for one local group on the
+    launcher's store at ``port`` (none of an enclosing torchrun's), one thread each on CPU."""
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+           "WORLD_SIZE": str(nprocs), "LOCAL_WORLD_SIZE": str(nprocs), "TORCHELASTIC_USE_AGENT_STORE": "True",
+           "PYTHONUNBUFFERED": "1"}
+    env.pop("TORCHELASTIC_RUN_ID", None)
+    env.pop("TORCHELASTIC_RESTART_COUNT", None)
+    if device == "cpu":
+        env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def _failure(reason: str, codes: list, texts: list[str], kept: Path | None) -> PipelineError:
+    """The error of a failed launch: ``reason``, the first stage that failed on its own (not
+    because a peer did), and each stage's exit and last log lines (with its file in ``kept``)."""
+    failed = next((r for r, c in enumerate(codes) if c not in (0, EXIT_PEER_FAILED)), None)
+
+    def tail(r, code, text):
+        status = _describe_exit(code) if code is not None else "not started"
+        where = f" {kept / f'stage{r}.log'}" if kept is not None else ""
+        return f"--- stage {r} ({status}), last lines of its log{where}:\n" + "\n".join(
+            text.strip().splitlines()[-8:])
+
+    tails = "\n".join(tail(r, c, t) for r, (c, t) in enumerate(zip(codes, texts)))
+    return PipelineError(f"pipeline failed: {reason}\n{tails}", failed, codes, texts)
 
 
 def _wait(procs, seconds: float) -> None:

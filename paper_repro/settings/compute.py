@@ -197,7 +197,7 @@ _ANALYSIS = {
     ("mlp", "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"], targets=[1.7, 1.5, 1.35]),
     ("transformer", "cpu"): dict(rule="eval", rules=["eval", "examples:512", "examples:2048"],
                                  targets=[2.8, 2.5, 2.3]),
-    ("resnet", "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"], targets=[2.0, 1.8, 1.6]),
+    ("resnet", "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"], targets=[1.9, 1.7, 1.5]),
 }
 _FULL_ANALYSIS = dict(rule="eval", rules=["eval", "examples:25600", "examples:102400"], targets=None)
 

@@ -156,31 +156,8 @@ def measure(cfg: PipelineConfig, reps: int = 3, threads: int | None = None, inpu
     torch.set_num_threads(threads)
     kinds = ("forward", "backward", "backward_fresh", "backward_weight", "optimizer", "head_forward",
              "head_backward", "head_optimizer")
-    probes: list[dict] = []         # per block: kind -> a function returning one timing in seconds
     try:
-        h = x
-        for b, block in enumerate(net.blocks):
-            h_in = h.detach().requires_grad_(True) if h.is_floating_point() else h
-            # a fresh copy of h_in in the graph for every run, made before the clock starts: a
-            # block may write its input in place, which autograd refuses on a leaf
-            fed = (lambda h_in=h_in: grad_input(h_in)[1]) if h_in.requires_grad else (lambda h_in=h_in: h_in)
-            h_plain = h.detach()
-            with torch.no_grad():
-                g = torch.randn_like(block(h_plain))
-                h = block(h_plain)
-            head = net.head if b == len(net.blocks) - 1 else net.make_head(b).to(device)
-            feats = h.detach().requires_grad_(True)
-            probes.append({
-                "forward": _timer(block, device, make_input=fed),
-                "backward": _backward_timer(block, h_in, g, device, make_input=fed),
-                "backward_fresh": _backward_timer(block, h_in, g, device, fresh=list(block.parameters()),
-                                                  make_input=fed),
-                "backward_weight": _backward_timer(block, h_plain, g, device),
-                "optimizer": _optimizer_timer(cfg, list(block.parameters()), device),
-                "head_forward": _timer(lambda head=head, feats=feats: net.loss(head(feats), y), device),
-                "head_backward": _backward_timer(lambda f, head=head: net.loss(head(f), y), feats, None, device),
-                "head_optimizer": _optimizer_timer(cfg, list(head.parameters()), device),
-            })
+        probes = _block_probes(net, x, y, cfg, device)  # per block: kind -> a function timing it once
         # rounds over all blocks (the first a warm-up), best per block: a burst of load from
         # elsewhere spoils one round of a block, not all of its samples
         best = [dict.fromkeys(kinds, float("inf")) for _ in probes]
@@ -209,6 +186,37 @@ def measure(cfg: PipelineConfig, reps: int = 3, threads: int | None = None, inpu
     return BlockCosts(cfg.model, dict(cfg.model_kwargs), cfg.image_size, B, **out, **data,
                       out_bytes=[B * info.bytes for info in infos], label_bytes=label_bytes,
                       flops=[info.flops + info.head_flops for info in infos], device=cfg.device, threads=threads, hardware=hardware)
+
+
+def _block_probes(net, x: torch.Tensor, y: torch.Tensor, cfg: PipelineConfig, device: torch.device) -> list[dict]:
+    """For every block of ``net`` (fed ``x`` through the blocks before it): kind -> a function
+    returning one timing of it in seconds (forward, backward, a first backward into fresh
+    gradients, the weights' backward, the optimizer; the same for the block's head)."""
+    probes = []
+    h = x
+    for b, block in enumerate(net.blocks):
+        h_in = h.detach().requires_grad_(True) if h.is_floating_point() else h
+        # a fresh copy of h_in in the graph for every run, made before the clock starts: a
+        # block may write its input in place, which autograd refuses on a leaf
+        fed = (lambda h_in=h_in: grad_input(h_in)[1]) if h_in.requires_grad else (lambda h_in=h_in: h_in)
+        h_plain = h.detach()
+        with torch.no_grad():
+            g = torch.randn_like(block(h_plain))
+            h = block(h_plain)
+        head = net.head if b == len(net.blocks) - 1 else net.make_head(b).to(device)
+        feats = h.detach().requires_grad_(True)
+        probes.append({
+            "forward": _timer(block, device, make_input=fed),
+            "backward": _backward_timer(block, h_in, g, device, make_input=fed),
+            "backward_fresh": _backward_timer(block, h_in, g, device, fresh=list(block.parameters()),
+                                              make_input=fed),
+            "backward_weight": _backward_timer(block, h_plain, g, device),
+            "optimizer": _optimizer_timer(cfg, list(block.parameters()), device),
+            "head_forward": _timer(lambda head=head, feats=feats: net.loss(head(feats), y), device),
+            "head_backward": _backward_timer(lambda f, head=head: net.loss(head(f), y), feats, None, device),
+            "head_optimizer": _optimizer_timer(cfg, list(head.parameters()), device),
+        })
+    return probes
 
 
 def _to(batch, device: torch.device):

@@ -160,6 +160,10 @@ def simulate(schedule: str, costs: Costs, micro_batches: int, micro_batch: int =
 
 
 def _run_order(order: Order, costs: Costs, total_steps: int, recompute: bool, link: Link) -> list[Interval]:
+    """Play ``order``'s actions for ``total_steps`` steps: every rank runs its queue in order,
+    each action as soon as its inputs have arrived; the intervals every rank was busy."""
+    # One function: its closures (arrival, ready, duration) read the event state the loop
+    # below writes (done, free), which is the whole simulation; apart they would pass it around.
     M, N = order.micro_batches, order.num_stages
     rank_of = order.stage_rank
     queues = []
