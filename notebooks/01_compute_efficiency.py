@@ -194,9 +194,9 @@ S.lr_edges()[["method", "batch_size", "lr", "edge", "swept"]]
 S.claims()
 
 # %% [markdown]
-# ## Speedup against the number of local modules (study `mlp-deep`)
-# How many devices can local parallelism keep usefully busy? The deep MLP's family at several
-# depths (`settings.module_grids`: each depth its own sweep, large batches only), greedy and
+# ## Speedup against the number of local modules (studies `mlp-deep` and `transformer-lm`)
+# How many devices can local parallelism keep usefully busy? The study's net at several depths
+# (`settings.DEPTH_SERIES`, `settings.module_grids`: each depth its own sweep, large batches only), greedy and
 # chunked-2 against backprop: the speedup at the high-compute end (median over seeds, bars: the
 # seeds' own) beside each method's critical-path ratio (dashed: the speedup it would reach in as
 # few steps as backprop). Where the points fall below their dashed line, the method pays for its
@@ -205,12 +205,13 @@ S.claims()
 # Whether backprop is in the high-compute regime at each depth (`ModulesStudy.regime_by_depth`:
 # its two largest batches cut its steps by less than 1.25x per doubling under every reading rule
 # and at every target; open points in the figure: not): the depth series says something about the
-# regime only at the depths where it is. The `mlp` study skips this section.
+# regime only at the depths where it is. The other studies have no depth series and skip this section.
 
 # %%
-if study == "mlp-deep":
-    M = studies.modules_study(profile, results_dir=results_dir, data_dir=data_dir, device=device, workers=workers,
-                              train_missing=train_missing)
+series = {of: name for name, of in settings.DEPTH_SERIES.items()}.get(study)
+if series is not None:
+    M = studies.modules_study(profile, series=series, results_dir=results_dir, data_dir=data_dir, device=device,
+                              workers=workers, train_missing=train_missing)
     print("\n".join(M.missing))
     if len(M.table):
         display(M.table.round(3))
@@ -220,7 +221,7 @@ if study == "mlp-deep":
         display(M.regime_by_depth().round(3))
         S.save(speedup_vs_modules=M.table, regime_by_depth=M.regime)  # cpu/full: beside the deep study's points
         assert len(M.regime) == len(M.table.depth.unique()) * len(M.table.target.unique()) * \
-            len(settings.analysis_settings("mlp-modules", profile)["rules"]), M.regime
+            len(settings.analysis_settings(series, profile)["rules"]), M.regime
 
 # %% [markdown]
 # ## Checks

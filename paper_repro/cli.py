@@ -38,7 +38,7 @@ from .distributed.fields import PipelineFields, TrainingFields
 from .fields import TrainFields
 from .notebooks import NOTEBOOKS_DIR
 from .names import (COMPUTE_STUDIES, CUT_HELP, CUTS, DATASETS, DEFAULT_CUT, DEVICES, DTYPES, MODELS,  # noqa: F401
-                    MODULES_STUDY, OPTIMIZERS, PROFILES, RUN_NAMES, SIMULATED_SCHEDULES, SWEEP_STUDIES)
+                    DEPTH_SERIES, OPTIMIZERS, PROFILES, RUN_NAMES, SIMULATED_SCHEDULES, SWEEP_STUDIES)
 
 # the defaults of a pipeline run (paper_repro.distributed.PipelineConfig) that `simulate` shows
 PIPELINE_DEFAULTS = dataclasses.asdict(PipelineFields())
@@ -186,7 +186,8 @@ def add_sweep(subparsers) -> None:
                 "Run a grid of training runs, saving each as it finishes; run the same command again "
                 "to resume after an interruption.")
     p.add_argument("study", nargs="?", choices=SWEEP_STUDIES,
-                   help=f"a built-in compute-efficiency grid, or {MODULES_STUDY} (one grid per depth) (or give --grid)")
+                   help=f"a built-in compute-efficiency grid, or a depth series ({', '.join(DEPTH_SERIES)}: one "
+                        "grid per depth) (or give --grid)")
     p.add_argument("--profile", default="quick", choices=PROFILES,
                    help="quick: CPU minutes on offline data; cpu: an afternoon on CPU; full: paper scale, GPU")
     p.add_argument("--grid", metavar="FILE", help="a grid.json (the keys of paper_repro.sweep.Grid) instead of STUDY")

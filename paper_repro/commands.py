@@ -208,9 +208,10 @@ def run_sweep_command(args) -> int:
         except (OSError, json.JSONDecodeError, TypeError) as e:
             raise ValueError(f"cannot read grid file {args.grid}: {e}") from None
         grids = [grid]
-    elif args.study == names.MODULES_STUDY:  # one grid per depth, swept one after the other
-        grids = list(settings.module_grids(args.profile).values())
-        reuse = [Path(args.results) / store_name(g, args.data_dir) for g in settings.module_sources(args.profile)]
+    elif args.study in names.DEPTH_SERIES:  # one grid per depth, swept one after the other
+        grids = list(settings.module_grids(args.profile, args.study).values())
+        reuse = [Path(args.results) / store_name(g, args.data_dir)
+                 for g in settings.module_sources(args.profile, args.study)]
     else:
         grids = [settings.compute_grid(args.study, args.profile)]
     if args.download:  # here, once, before any worker starts

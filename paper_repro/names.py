@@ -35,8 +35,10 @@ PROFILES = ("quick", "cpu", "full")
 # transformer-lm-pilot: the pilot that chose transformer-lm's targets (its cpu profile only)
 COMPUTE_STUDIES = ("mlp", "mlp-deep", "transformer", "transformer-lm", "transformer-lm-pilot", "resnet",
                    "resnet-imagenet")
-MODULES_STUDY = "mlp-modules"      # the deep MLP at several depths: one grid per depth
-SWEEP_STUDIES = (*COMPUTE_STUDIES, MODULES_STUDY)
+# depth series: a compute study's net at several depths, one grid per depth -> that compute study
+DEPTH_SERIES = {"mlp-modules": "mlp-deep", "transformer-lm-modules": "transformer-lm"}
+MODULES_STUDY = "mlp-modules"      # the deep MLP's series (the first one the package had)
+SWEEP_STUDIES = (*COMPUTE_STUDIES, *DEPTH_SERIES)
 SIMILARITY_STUDIES = ("gradient", "features", "random_labels")
 
 # ---------------------------------------------------------------------------- schedules

@@ -195,10 +195,12 @@ class ModulesStudy:
         return figure_title(what, model=model, dataset=data, profile=self.profile, device=self.device)
 
 
-def modules_study(profile: str = "quick", *, results_dir="results", data_dir=None, device="cpu", workers: int = 1,
-                  rule: str | None = None, targets=None, train_missing: bool = True) -> ModulesStudy:
-    """Speedup at the high-compute end against the number of blocks (greedy's local modules):
-    the sweeps of :func:`paper_repro.settings.module_grids` (run, resumed or only read, as
+def modules_study(profile: str = "quick", *, series: str = settings.MODULES_STUDY, results_dir="results",
+                  data_dir=None, device="cpu", workers: int = 1, rule: str | None = None, targets=None,
+                  train_missing: bool = True) -> ModulesStudy:
+    """Speedup at the high-compute end against the number of blocks (greedy's local modules) of
+    the depth series ``series`` (:data:`paper_repro.settings.DEPTH_SERIES`: ``mlp-modules``,
+    ``transformer-lm-modules``): the sweeps of :func:`paper_repro.settings.module_grids` (run, resumed or only read, as
     :func:`compute_study`), each analysed alone. ``table`` has one row per (depth, method,
     target): ``high_compute_speedup`` with its range over seeds (``_lo``, ``_hi``),
     ``max_speedup``, ``critical_path_ratio`` (backprop's critical path over the method's: the
@@ -209,20 +211,21 @@ def modules_study(profile: str = "quick", *, results_dir="results", data_dir=Non
     every reading rule of the profile (its two largest batches need not be one doubling apart:
     ``per_doubling`` reads the cut per doubling). With ``train_missing=False`` a depth whose store does not
     exist yet is left out and named in ``missing``."""
-    reading = settings.analysis_settings("mlp-modules", profile)
+    reading = settings.analysis_settings(series, profile)
     rule = rule or reading["rule"]
-    targets = list(targets or reading["targets"])
-    grids = settings.module_grids(profile)
-    sources = settings.module_sources(profile)
+    grids = settings.module_grids(profile, series)
+    sources = settings.module_sources(profile, series)
     rows, missing, edges, regimes, steps = [], [], [], [], []
     for depth, grid in grids.items():
         store = Path(results_dir) / sweep.store_name(grid, data_dir)
         if profile != "quick" and not train_missing and not store.is_dir():
-            missing.append(f"depth {depth}: no store {store} yet (paper-repro sweep mlp-modules --profile {profile})")
+            missing.append(f"depth {depth}: no store {store} yet (paper-repro sweep {series} --profile {profile})")
             continue
         _, df = _sweep_records(grid, profile, results_dir=results_dir, data_dir=data_dir, device=device,
                                workers=workers, train_missing=train_missing,
                                reuse=sources)
+        if targets is None:  # the settings' targets, or picked from the first depth's data
+            targets = list(reading["targets"] or analysis.suggest_targets(df, n=3, rule=rule))
         costs = analysis.cost_table(df)
         tables = analysis.study_tables(df, targets, rule)
         headline, svb = tables.headline, tables.steps_vs_batch
@@ -240,8 +243,12 @@ def modules_study(profile: str = "quick", *, results_dir="results", data_dir=Non
                                                       "high_compute_speedup_hi", "max_speedup")}))
     first = next(iter(grids.values()))
     model, data = grid_labels(first, data_dir)
-    norm = " with LayerNorm" if first.model_kwargs.get("layer_norm") else ""
-    model = f"MLP of width {first.model_kwargs.get('width')}{norm}, depth {', '.join(map(str, grids))}"
+    depths = ", ".join(map(str, grids))
+    if first.model == "mlp":
+        norm = " with LayerNorm" if first.model_kwargs.get("layer_norm") else ""
+        model = f"MLP of width {first.model_kwargs.get('width')}{norm}, depth {depths}"
+    else:
+        model = f"Transformer of d={first.model_kwargs.get('d_model')}, layers {depths}"
     edges = pd.concat(edges, ignore_index=True) if edges else pd.DataFrame()
     regimes = pd.concat(regimes, ignore_index=True) if regimes else pd.DataFrame()
     steps = pd.concat(steps, ignore_index=True) if steps else pd.DataFrame()

@@ -6,7 +6,7 @@ matplotlib.use("Agg")
 
 from paper_repro import analysis, plots, settings, studies, sweep  # noqa: E402
 
-TINY = dict(depths=[2, 4], grid=dict(
+TINY = dict(depths=[2, 4], depth_key="depth", grid=dict(
     name="mlp_depth{depth}_tiny", model="mlp", dataset="digits", model_kwargs=dict(width=32),
     methods=["backprop", "greedy"], batch_sizes=[32, 128], lrs=[3e-3], seeds=[0, 1], steps=80,
     eval_examples=100, eval_every_examples=64, train_eval_examples=200, description="{depth}x32 MLP"))
@@ -14,7 +14,7 @@ TINY = dict(depths=[2, 4], grid=dict(
 
 def test_module_grids_put_the_depth_in_name_model_and_description():
     grids = settings.module_grids("quick")
-    assert list(grids) == settings._MODULES["quick"]["depths"]
+    assert list(grids) == settings._MODULES["mlp-modules"]["quick"]["depths"]
     for depth, grid in grids.items():
         assert grid.model_kwargs["depth"] == depth and str(depth) in grid.name and str(depth) in grid.description
         grid.validate()
@@ -23,8 +23,26 @@ def test_module_grids_put_the_depth_in_name_model_and_description():
         settings.module_grids("huge")
 
 
+def test_the_transformer_series_puts_the_depth_in_its_layers_and_shares_the_headline_points():
+    for profile in ("quick", "cpu"):
+        grids = settings.module_grids(profile, "transformer-lm-modules")
+        for depth, grid in grids.items():
+            grid.validate()
+            assert grid.model == "transformer" and grid.model_kwargs["n_layers"] == depth and "depth" not in \
+                grid.model_kwargs and str(depth) in grid.name
+    # the cpu series at 4 layers is the headline's net: its points are the headline's, copied not trained
+    headline = settings.compute_grid("transformer-lm", "cpu")
+    [source] = settings.module_sources("cpu", "transformer-lm-modules")
+    assert source == headline
+    four = settings.module_grids("cpu", "transformer-lm-modules")[4]
+    ids = {p["point_id"] for p in headline.points()}
+    assert {p["point_id"] for p in four.points()} <= ids
+    with pytest.raises(ValueError, match="unknown study 'nope'"):
+        settings.module_grids("cpu", "nope")
+
+
 def test_modules_study_reads_each_depth_and_draws(monkeypatch, tmp_path):
-    monkeypatch.setitem(settings._MODULES, "cpu", TINY)
+    monkeypatch.setitem(settings._MODULES["mlp-modules"], "cpu", TINY)
     monkeypatch.setitem(settings.STUDIES, "mlp-modules", ("quick", "cpu"))
     monkeypatch.setitem(settings._ANALYSIS, ("mlp-modules", "cpu"), dict(rule="eval", rules=["eval"],
                                                                          targets=[1.8, 1.4]))
@@ -84,7 +102,7 @@ def test_the_depth_of_the_deep_study_is_its_points_so_the_modules_study_copies_t
 
 
 def test_reading_names_the_depths_whose_store_is_not_there_yet(monkeypatch, tmp_path):
-    monkeypatch.setitem(settings._MODULES, "cpu", dict(TINY, depths=[2]))
+    monkeypatch.setitem(settings._MODULES["mlp-modules"], "cpu", dict(TINY, depths=[2]))
     monkeypatch.setitem(settings.STUDIES, "mlp-modules", ("quick", "cpu"))
     monkeypatch.setitem(settings._ANALYSIS, ("mlp-modules", "cpu"), dict(rule="eval", rules=["eval"],
                                                                          targets=[1.8]))
@@ -97,7 +115,7 @@ def test_reading_names_the_depths_whose_store_is_not_there_yet(monkeypatch, tmp_
 
 def test_a_depth_extends_its_learning_rates_where_its_best_sat_at_the_edge():
     grids = settings.module_grids("cpu")
-    extra = settings._MODULES["cpu"]["extra_lrs"]
+    extra = settings._MODULES["mlp-modules"]["cpu"]["extra_lrs"]
     for depth, grid in grids.items():
         grid.validate()
         for batch in grid.batch_sizes:

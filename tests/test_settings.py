@@ -17,7 +17,7 @@ from paper_repro.train import TrainConfig
 
 
 def test_every_study_and_profile_resolves_to_valid_settings():
-    assert set(settings.STUDIES) == {*settings.COMPUTE_STUDIES, settings.MODULES_STUDY, "quickstart",
+    assert set(settings.STUDIES) == {*settings.COMPUTE_STUDIES, *settings.DEPTH_SERIES, "quickstart",
                                      *settings.SIMILARITY_STUDIES, "pipeline", "scaling", "race"}
     for study, profiles in settings.STUDIES.items():
         assert profiles and set(profiles) <= set(settings.PROFILES)
@@ -26,9 +26,10 @@ def test_every_study_and_profile_resolves_to_valid_settings():
             if study in settings.COMPUTE_STUDIES:
                 assert isinstance(value, sweep.Grid) and profile in value.name
                 value.validate()  # builds and checks every point's TrainConfig
-            elif study == settings.MODULES_STUDY:  # one grid per depth, the depth in its net and name
+            elif study in settings.DEPTH_SERIES:  # one grid per depth, the depth in its net and name
                 for depth, grid in value.items():
-                    assert grid.model_kwargs["depth"] == depth and profile in grid.name
+                    assert depth in (grid.model_kwargs.get("depth"), grid.model_kwargs.get("n_layers"))
+                    assert profile in grid.name and str(depth) in grid.name
                     grid.validate()
             elif study == "quickstart":
                 assert isinstance(value, TrainConfig) and value.model == "mlp"

@@ -14,7 +14,7 @@ study                                       function                      return
 mlp, mlp-deep, transformer, resnet,         :func:`compute_grid`          a sweep ``Grid``
 resnet-imagenet, transformer-lm,
 transformer-lm-pilot
-mlp-modules                                 :func:`module_grids`          ``{depth: Grid}``
+mlp-modules, transformer-lm-modules         :func:`module_grids`          ``{depth: Grid}``
 quickstart                                  :func:`quickstart_config`     a ``TrainConfig``
 gradient, features, random_labels           :func:`similarity_settings`   a ``GradientSettings``, ...
 pipeline                                    :func:`pipeline_settings`     a ``PipelineSettings``
@@ -32,24 +32,25 @@ dataclasses of :mod:`paper_repro.settings.types`, each field described there. Da
 never set here: CIFAR-10, ImageNet and an LM1B-style text are passed as ``data_dir`` by the caller (the offline defaults are sklearn digits and the pydoc
 text corpus; the transformer-lm studies name the built-in ``stdlib`` corpus and its hash in
 ``data_kwargs``). :data:`PAPER_CLAIMS` holds the paper's claim for each compute study's
-architecture, :data:`NOTEBOOK_STUDIES` the studies notebook 01 is run for at each profile.
+architecture.
 Public names: ``__all__``.
 """
 from __future__ import annotations
 
 import copy
 
-from ..names import COMPUTE_STUDIES, MODULES_STUDY, PROFILES, SIMILARITY_STUDIES
+from ..names import COMPUTE_STUDIES, DEPTH_SERIES, MODULES_STUDY, PROFILES, SIMILARITY_STUDIES
 from ..sweep.grid import Grid
 from ..train import TrainConfig
-from .compute import (_ANALYSIS, _FULL_ANALYSIS, _GRIDS, _MODULES, LOCAL, NOTEBOOK_STUDIES, PAPER_CLAIMS,
+from .compute import (_ANALYSIS, _FULL_ANALYSIS, _GRIDS, _MODULES, LOCAL, PAPER_CLAIMS,
                       STDLIB_TEXT, loggrid, pow2)
 from .probes import _QUICKSTART, _SIMILARITY, QUICKSTART_METHODS
 from .systems import _COMMUNICATION, _PIPELINE, _RACE, _SCALING, _STORED_RUNS
 from .types import (CommunicationSettings, FeatureSettings, GradientSettings, PipelineSettings, RaceSettings,
                     RandomLabelSettings, ScalingSettings)
 
-__all__ = ["COMPUTE_STUDIES", "LOCAL", "MODULES_STUDY", "NOTEBOOK_STUDIES", "PAPER_CLAIMS", "PROFILES",
+__all__ = ["COMPUTE_STUDIES", "DEPTH_SERIES", "LOCAL", "MODULES_STUDY", "PAPER_CLAIMS",
+           "PROFILES",
            "QUICKSTART_METHODS", "SIMILARITY_STUDIES", "STDLIB_TEXT", "STUDIES", "analysis_settings",
            "communication_settings", "compute_grid", "get", "loggrid", "module_grids", "module_sources",
            "pipeline_settings", "pow2", "quickstart_config", "race_settings", "scaling_settings",
@@ -58,7 +59,8 @@ __all__ = ["COMPUTE_STUDIES", "LOCAL", "MODULES_STUDY", "NOTEBOOK_STUDIES", "PAP
 # every study -> its profiles
 STUDIES = {**{s: tuple(p for t, p in _GRIDS if t == s) for s in COMPUTE_STUDIES},
            "quickstart": tuple(_QUICKSTART), **{s: tuple(_SIMILARITY[s]) for s in SIMILARITY_STUDIES},
-           MODULES_STUDY: tuple(_MODULES), "pipeline": tuple(_PIPELINE), "scaling": tuple(_SCALING),
+           **{s: tuple(_MODULES[s]) for s in DEPTH_SERIES}, "pipeline": tuple(_PIPELINE),
+           "scaling": tuple(_SCALING),
            "race": tuple(_RACE)}
 
 
@@ -77,30 +79,31 @@ def compute_grid(study: str, profile: str = "quick") -> Grid:
     return Grid(**copy.deepcopy(_GRIDS[(study, profile)]))
 
 
-def module_grids(profile: str = "quick") -> dict[int, Grid]:
-    """The grids of the speedup-vs-modules study at ``profile``: ``{depth: Grid}``."""
-    _check(MODULES_STUDY, profile, (MODULES_STUDY,))
-    spec = copy.deepcopy(_MODULES[profile])
+def module_grids(profile: str = "quick", series: str = MODULES_STUDY) -> dict[int, Grid]:
+    """The grids of the depth series ``series`` (:data:`DEPTH_SERIES`: the speedup against the
+    number of local modules) at ``profile``: ``{depth: Grid}``."""
+    _check(series, profile, tuple(DEPTH_SERIES))
+    spec = copy.deepcopy(_MODULES[series][profile])
     out = {}
     for depth in spec["depths"]:
         grid = dict(spec["grid"], name=spec["grid"]["name"].format(depth=depth),
                     description=spec["grid"]["description"].format(depth=depth))
-        grid["model_kwargs"] = dict(grid["model_kwargs"], depth=depth)
+        grid["model_kwargs"] = dict(grid["model_kwargs"], **{spec["depth_key"]: depth})
         grid["extra_lrs"] = copy.deepcopy(spec.get("extra_lrs", {}).get(depth, {}))
         out[depth] = Grid(**grid)
     return out
 
 
-def module_sources(profile: str = "quick") -> list[Grid]:
-    """The grids of the compute studies whose finished points the speedup-vs-modules study at
+def module_sources(profile: str = "quick", series: str = MODULES_STUDY) -> list[Grid]:
+    """The grids of the compute studies whose finished points the depth series ``series`` at
     ``profile`` copies instead of training again (``sweep.run_sweep(reuse=...)``)."""
-    _check(MODULES_STUDY, profile, (MODULES_STUDY,))
-    return [compute_grid(study, profile) for study in _MODULES[profile].get("reuse", [])]
+    _check(series, profile, tuple(DEPTH_SERIES))
+    return [compute_grid(study, profile) for study in _MODULES[series][profile].get("reuse", [])]
 
 
 def analysis_settings(study: str, profile: str = "quick") -> dict:
     """How ``study`` at ``profile`` is read: ``rule``, sensitivity ``rules``, ``targets``."""
-    _check(study, profile, (*COMPUTE_STUDIES, MODULES_STUDY))
+    _check(study, profile, (*COMPUTE_STUDIES, *DEPTH_SERIES))
     return copy.deepcopy(_ANALYSIS.get((study, profile), _FULL_ANALYSIS))
 
 
@@ -163,8 +166,8 @@ def get(study: str, profile: str = "quick", **kwargs):
         return quickstart_config(profile, **kwargs)
     if study in SIMILARITY_STUDIES:
         return similarity_settings(study, profile)
-    if study == MODULES_STUDY:
-        return module_grids(profile)
+    if study in DEPTH_SERIES:
+        return module_grids(profile, study)
     if study == "pipeline":
         return pipeline_settings(profile)
     if study == "scaling":

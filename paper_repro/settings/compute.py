@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..corpora import STDLIB_PYTHON, STDLIB_SHA256
-from ..names import MODULES_STUDY
 
 LOCAL = ["greedy", "overlapping", "chunked-2"]
 
@@ -150,29 +149,51 @@ _GRIDS = {
 }
 
 
-# Speedup against the number of local modules: the deep MLP of "mlp-deep" at several depths
-# (each depth its own sweep store), at large batches only, where the high-compute headline lives.
-# "grid" is a Grid with "{depth}" in its name; the depth goes into model_kwargs. "reuse": compute
-# studies whose stores hold some of these points already (same point id, same run): a sweep
-# copies them instead of training them again (depth 10 is the mlp-deep net).
+# Speedup against the number of local modules (names.DEPTH_SERIES): a compute study's net at
+# several depths (each depth its own sweep store), at large batches only, where the high-compute
+# headline lives. "grid" is a Grid with "{depth}" in its name; the depth goes into model_kwargs
+# under "depth_key". "reuse": compute studies whose stores hold some of these points already (same
+# point id, same run): a sweep copies them instead of training them again (depth 10 is the
+# mlp-deep net, depth 4 the transformer-lm net).
 _MODULES = {
-    "quick": dict(depths=[2, 4, 8], grid=dict(
-        name="mlp_ln_depth{depth}_digits_quick", model="mlp", dataset="digits",
-        model_kwargs=dict(width=64, layer_norm=True),
-        methods=["backprop", "greedy", "chunked-2"], batch_sizes=[64, 256], lrs=[3e-3], seeds=[0, 1], steps=60,
-        eval_examples=360, eval_every_examples=128, train_eval_examples=500,
-        description="{depth}x64 MLP with LayerNorm on sklearn digits, 60 steps per point")),
-    # extra_lrs: {depth: Grid.extra_lrs} where a depth's best learning rate sat at the grid's edge
-    "cpu": dict(depths=[4, 8, 10, 16], reuse=["mlp-deep"],
-                extra_lrs={16: {b: [1e-4] for b in (1024, 4096, 16384)}}, grid=dict(
-        name="mlp_ln_depth{depth}_cifar10_8px_cpu", model="mlp", dataset="cifar10",
-        model_kwargs=dict(width=256, layer_norm=True),
-        data_kwargs=dict(max_test=2000, image_size=8), methods=["backprop", "greedy", "chunked-2"],
-        batch_sizes=[1024, 4096, 16384], lrs=[3e-4, 1e-3, 3e-3, 1e-2], seeds=[0, 1], steps=20000, examples=500_000,
-        min_steps=200, eval_every_examples=4096, train_eval_examples=2000, stop_loss=1.3, stop_overshoot=0.25,
-        eval_examples=2000,
-        description="{depth}x256 MLP with LayerNorm on the full CIFAR-10 training set at 8x8 px (192 inputs), large "
-                    "batches; each run stops 25% past training-subset loss 1.3 (in examples) or at its step cap")),
+    "mlp-modules": {
+        "quick": dict(depths=[2, 4, 8], depth_key="depth", grid=dict(
+            name="mlp_ln_depth{depth}_digits_quick", model="mlp", dataset="digits",
+            model_kwargs=dict(width=64, layer_norm=True),
+            methods=["backprop", "greedy", "chunked-2"], batch_sizes=[64, 256], lrs=[3e-3], seeds=[0, 1], steps=60,
+            eval_examples=360, eval_every_examples=128, train_eval_examples=500,
+            description="{depth}x64 MLP with LayerNorm on sklearn digits, 60 steps per point")),
+        # extra_lrs: {depth: Grid.extra_lrs} where a depth's best learning rate sat at the grid's edge
+        "cpu": dict(depths=[4, 8, 10, 16], depth_key="depth", reuse=["mlp-deep"],
+                    extra_lrs={16: {b: [1e-4] for b in (1024, 4096, 16384)}}, grid=dict(
+            name="mlp_ln_depth{depth}_cifar10_8px_cpu", model="mlp", dataset="cifar10",
+            model_kwargs=dict(width=256, layer_norm=True),
+            data_kwargs=dict(max_test=2000, image_size=8), methods=["backprop", "greedy", "chunked-2"],
+            batch_sizes=[1024, 4096, 16384], lrs=[3e-4, 1e-3, 3e-3, 1e-2], seeds=[0, 1], steps=20000,
+            examples=500_000, min_steps=200, eval_every_examples=4096, train_eval_examples=2000, stop_loss=1.3,
+            stop_overshoot=0.25, eval_examples=2000,
+            description="{depth}x256 MLP with LayerNorm on the full CIFAR-10 training set at 8x8 px (192 inputs), "
+                        "large batches; each run stops 25% past training-subset loss 1.3 (in examples) or at its "
+                        "step cap")),
+    },
+    "transformer-lm-modules": {
+        "quick": dict(depths=[2, 4], depth_key="n_layers", grid=dict(
+            name="transformer_lm_layers{depth}_stdlib_quick", model="transformer", dataset="text",
+            model_kwargs=dict(d_model=32, n_heads=2), data_kwargs=dict(seq_len=64, **STDLIB_TEXT),
+            methods=["backprop", "greedy", "chunked-2"], batch_sizes=[4, 16], lrs=[3e-3], seeds=[0, 1], steps=30,
+            eval_examples=64, eval_every_examples=32, train_eval_examples=64,
+            description=f"{{depth}}-layer d=32 pre-LN Transformer LM on 64-byte windows of {_STDLIB_NAME}, 30 steps")),
+        # the transformer-lm cpu net at 2, 4 and 8 layers, at its three largest batches: the same
+        # fields as that grid, so depth 4 is its points, copied
+        "cpu": dict(depths=[2, 4, 8], depth_key="n_layers", reuse=["transformer-lm"], grid=dict(
+            name="transformer_lm_layers{depth}_stdlib_cpu", model="transformer", dataset="text",
+            model_kwargs=dict(d_model=64, n_heads=4), data_kwargs=dict(seq_len=64, **STDLIB_TEXT),
+            methods=["backprop", "greedy", "chunked-2"], batch_sizes=[64, 128, 256], lrs=[1e-3, 3e-3, 1e-2],
+            seeds=[0, 1], steps=20000, examples=163_840, min_steps=800, eval_every_examples=2048,
+            train_eval_examples=512, stop_loss=1.6, stop_overshoot=0.25, eval_examples=1024,
+            description=f"{{depth}}-layer d=64 pre-LN Transformer LM on 64-byte windows of {_STDLIB_NAME}, large "
+                        "batches; each run stops 25% past training-subset loss 1.6 (in windows) or at its step cap")),
+    },
 }
 
 # How the compute studies are read: the rule that decides when a run reaches a target
@@ -184,8 +205,11 @@ _ANALYSIS = {
     ("mlp-deep", "quick"): dict(rule="eval", rules=["eval", "examples:256", "examples:1024"], targets=None),
     ("mlp-deep", "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"],
                               targets=[1.7, 1.5, 1.3]),
-    (MODULES_STUDY, "quick"): dict(rule="eval", rules=["eval", "examples:256"], targets=[1.6, 1.0]),
-    (MODULES_STUDY, "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"],
+    ("mlp-modules", "quick"): dict(rule="eval", rules=["eval", "examples:256"], targets=[1.6, 1.0]),
+    ("transformer-lm-modules", "quick"): dict(rule="eval", rules=["eval", "examples:64"], targets=None),
+    ("transformer-lm-modules", "cpu"): dict(rule="eval", rules=["eval", "examples:2048", "examples:8192"],
+                                            targets=[2.0, 1.8, 1.6]),
+    ("mlp-modules", "cpu"): dict(rule="eval", rules=["eval", "examples:4096", "examples:16384"],
                                  targets=[1.7, 1.5, 1.3]),
     ("transformer", "quick"): dict(rule="eval", rules=["eval", "examples:64", "examples:256"], targets=None),
     ("transformer-lm", "quick"): dict(rule="eval", rules=["eval", "examples:64", "examples:256"], targets=None),
@@ -212,8 +236,3 @@ PAPER_CLAIMS = {
     "resnet": (None, "ResNet: fewer sequential compute steps than backprop"),
     "resnet-imagenet": (None, "ResNet: fewer sequential compute steps than backprop"),
 }
-
-# The studies `paper-repro notebooks run` runs notebook 01 for at each profile (a `study` given
-# with -p runs that one alone); the others are run by name (-p study mlp-deep).
-NOTEBOOK_STUDIES = {"quick": ("mlp", "transformer", "resnet"), "cpu": ("mlp", "transformer", "resnet"),
-                    "full": ("mlp", "transformer", "resnet")}
