@@ -40,7 +40,7 @@ threads = 1                  # torch threads per process
 import pandas as pd
 from IPython.display import display
 
-from paper_repro import plots, race, studies
+from paper_repro import analysis, plots, race, studies
 from paper_repro.analysis import race as race_tables
 from paper_repro.simulate import race as simulate_race
 from paper_repro.simulate.engine import Link
@@ -99,6 +99,8 @@ display(table[shown].round(3))
 
 # %%
 fastest = race_tables.fastest_table(table)
+if profile != "quick":  # cpu/full: the tables beside the store's runs, for the README and docs to cite
+    analysis.save_tables(store, dict(race_table=table, fastest=fastest))
 display(fastest.round(3))
 
 # %%
@@ -126,7 +128,9 @@ if S.predict_devices:
                                       list(S.strategies), S.batches, S.targets, S.micro_batches, link)
     print("link:", f"latency {link.latency:g} s, bandwidth {link.bandwidth:g} B/s" if S.link else "ideal (not measured)")
     display(predicted.pivot_table(index=["target", "batch", "strategy"], columns="devices", values="seconds").round(1))
-    display(simulate_race.prediction_error(predicted, table).round(3))
+    error = simulate_race.prediction_error(predicted, table)
+    analysis.save_tables(store, dict(predicted=predicted, prediction_error=error))
+    display(error.round(3))
 else:
     print(f"the {profile} profile has no committed study to predict from")
 

@@ -10,6 +10,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.colors import to_hex  # noqa: E402
 
 from paper_repro import analysis as ef  # noqa: E402
+from paper_repro import settings  # noqa: E402
 from paper_repro.plots import colors, efficiency, pipeline, simulate  # noqa: E402
 
 PLOTS = Path(__file__).resolve().parents[1] / "paper_repro" / "plots"
@@ -79,3 +80,9 @@ def test_no_plot_colours_methods_or_schedules_by_their_position():
         text = p.read_text()
         if p.name != "colors.py" and re.search(r"hue=\"(method|schedule|baseline)\"", text):
             assert "palette=" in text, p.name   # every hue over methods or schedules passes the fixed colours
+
+
+def test_every_race_strategy_has_its_own_colour():
+    strategies = settings.race_settings("cpu").strategies
+    colours = [colors.strategy_color(s.schedule, s.method) for s in strategies]
+    assert len(set(colours)) == len(strategies), dict(zip([s.name for s in strategies], colours))

@@ -71,11 +71,12 @@ def schedule_colors(schedules) -> dict:
 
 
 def strategy_color(schedule: str, method: str | None = None) -> str:
-    """The colour of a race strategy (:mod:`paper_repro.race`): black for one process, the local
-    method's colour for ``local`` (greedy red, chunked-2 green), else the schedule's."""
+    """The colour of a race strategy (:mod:`paper_repro.race`): black for one process, greedy's
+    red for the local pipeline with greedy, else the schedule's (``local`` blue, ``local/M`` light
+    blue, ``gpipe`` green, ...): every strategy of the race its own colour, the local ones blue or red."""
     if schedule == "single":
         return "#222222"
-    if schedule == "local" and method:
+    if schedule.startswith("local") and method == "greedy":
         return method_color(method)
     return schedule_color(schedule)
 
