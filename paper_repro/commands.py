@@ -311,12 +311,13 @@ def run_race_command(args) -> int:
     race_settings = settings.race_settings(args.profile)
     store = race.run_race(race_settings, args.results, data_dir=args.data_dir, threads=args.threads,
                           progress=not args.no_progress)
-    table = race_tables.race_table(race_tables.time_to_target(race_tables.load_race(store), race_settings.targets))
+    ttt = race_tables.time_to_target(race_tables.load_race(store), race_settings.targets)
+    table = race_tables.race_table(ttt)
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         print(table[["target", "batch", "strategy", "update_batch", "seconds", "seconds_min", "seconds_max",
                      "reached", "samples_per_s", "reference", "speedup"]].round(3).to_string(index=False))
         print()
-        print(race_tables.fastest_table(table).round(3).to_string(index=False))
+        print(race_tables.fastest_table(table, ttt).round(3).to_string(index=False))
     print(f"runs in {store}")
     return 0
 

@@ -90,6 +90,11 @@ def test_the_tables_time_each_target_decompose_the_ratio_and_pick_each_strategys
     fastest = tables.fastest_table(table)
     greedy = fastest[(fastest["target"] == 0.5) & (fastest["strategy"] == "local greedy")].iloc[0]
     assert greedy["batch"] == 128 and greedy["seconds"] == pytest.approx(1.2)
+    # the ratio repeat by repeat: each repeat's one-process run over that repeat's greedy run at batch 128
+    paired = tables.fastest_table(table, ttt)
+    greedy = paired[(paired["target"] == 0.5) & (paired["strategy"] == "local greedy")].iloc[0]
+    assert greedy["speedup"] == pytest.approx(3.5 / 1.2)
+    assert (greedy["speedup_min"], greedy["speedup_max"]) == (pytest.approx(3.0 / 1.1), pytest.approx(4.0 / 1.3))
 
 
 def test_a_bad_race_profile_exits_2(capsys):

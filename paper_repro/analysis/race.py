@@ -11,7 +11,8 @@
   fastest backprop strategy at that batch (``speedup``: its seconds over this one's) and its
   decomposition: training-time ratio = examples ratio x throughput ratio, with evaluation and
   start-up apart.
-* :func:`fastest_table`: every strategy at the batch where it reaches the target soonest.
+* :func:`fastest_table`: every strategy at the batch where it reaches the target soonest, its ratio
+  to the fastest backprop strategy, and that ratio's range taken repeat by repeat.
 """
 from __future__ import annotations
 
@@ -107,9 +108,12 @@ def race_table(ttt: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True)
 
 
-def fastest_table(table: pd.DataFrame) -> pd.DataFrame:
+def fastest_table(table: pd.DataFrame, ttt: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per (target, strategy): the batch where its median seconds to target is smallest, with the
-    ratio to the fastest backprop strategy at its own fastest batch."""
+    ratio to the fastest backprop strategy at its own fastest batch (``speedup``: the ratio of the
+    medians). With ``ttt`` (:func:`time_to_target`'s runs), also ``speedup_min`` and
+    ``speedup_max``: the lowest and highest of the same ratio taken repeat by repeat (each
+    repeat's reference run over its run, at those two batches)."""
     reached = table.dropna(subset=["seconds"])
     if reached.empty:
         return reached
@@ -120,9 +124,25 @@ def fastest_table(table: pd.DataFrame) -> pd.DataFrame:
         ref = bp.loc[bp["seconds"].idxmin()] if len(bp) else None
         g = g.assign(reference=ref["strategy"] if ref is not None else None,
                      speedup=ref["seconds"] / g["seconds"] if ref is not None else math.nan)
+        if ttt is not None:
+            spans = [_paired_span(ttt, row, ref) for _, row in g.iterrows()]
+            g = g.assign(speedup_min=[lo for lo, _ in spans], speedup_max=[hi for _, hi in spans])
         out.append(g.sort_values("seconds"))
-    return pd.concat(out, ignore_index=True)[["target", "strategy", "batch", "update_batch", "seconds",
-                                              "seconds_min", "seconds_max", "reached", "reference", "speedup"]]
+    columns = ["target", "strategy", "batch", "update_batch", "seconds", "seconds_min", "seconds_max", "reached",
+               "reference", "speedup"]
+    return pd.concat(out, ignore_index=True)[columns + (["speedup_min", "speedup_max"] if ttt is not None else [])]
+
+
+def _paired_span(ttt: pd.DataFrame, row, ref) -> tuple[float, float]:
+    """(lowest, highest) over repeats of the reference run's seconds over ``row``'s strategy's,
+    each at its batch of the fastest table; NaN without a repeat where both reached the target."""
+    if ref is None:
+        return math.nan, math.nan
+    at = ttt[ttt["target"] == row["target"]]
+    mine = at[(at["strategy"] == row["strategy"]) & (at["batch"] == row["batch"])].set_index("repeat")["seconds"]
+    theirs = at[(at["strategy"] == ref["strategy"]) & (at["batch"] == ref["batch"])].set_index("repeat")["seconds"]
+    ratio = (theirs / mine).dropna()
+    return (float(ratio.min()), float(ratio.max())) if len(ratio) else (math.nan, math.nan)
 
 
 def loss_curves(df: pd.DataFrame) -> pd.DataFrame:
