@@ -344,7 +344,7 @@ def run_notebooks(profile="quick", only=None, out_dir="out/notebooks", figures_d
         except KeyboardInterrupt as stop:
             raise NotebooksInterrupted(
                 f"stopped while running {name}, whose kernel and processes are stopped; "
-                f"{len(results)} of {len(runs)} notebook runs had ended (their figures are in {figures_dir})",
+                f"{len(results)} of {len(runs)} notebooks had ended (their figures are in {figures_dir})",
                 results) from stop
         finally:
             bar.close()

@@ -111,7 +111,10 @@ def test_failing_notebook_is_named_and_batch_continues(dirs):
 
 def test_a_notebook_runs_once_per_value_of_its_parameter_unless_one_is_given(dirs, monkeypatch):
     nbs, out, figs = dirs
-    _write_nb(nbs / "01_per_study.ipynb", 'study = "a"', "print('STUDY_IS', study)")
+    cells = [new_code_cell(PARAMS + '\nstudy = "a"', metadata={"tags": ["parameters"]}),
+             new_code_cell("print('STUDY_IS', study)")]
+    nbformat.write(new_notebook(cells=cells, metadata={"kernelspec": {
+        "name": "python3", "display_name": "Python 3", "language": "python"}}), str(nbs / "01_per_study.ipynb"))
     _write_nb(nbs / "02_once.ipynb", "print('ONCE')")
     monkeypatch.setattr(notebooks, "RUN_PER_VALUE", {"01_per_study": ("study", {"quick": ("b", "c")})})
     results = run_notebooks(out_dir=out, figures_dir=figs, notebooks_dir=nbs, timeout=120, progress=False)
