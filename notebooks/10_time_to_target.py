@@ -17,7 +17,8 @@
 #
 # * **one process**: backprop in a single process (the reference every ratio can be read against);
 # * **ddp**: whole-model replicas, the step's micro-batches split between them;
-# * **gpipe**, **1f1b**, **1f1b-recompute**, **zbv**: pipelined backprop on `torch.distributed.pipelining`;
+# * **gpipe**, **1f1b**, **1f1b-recompute**, **zbv**, **dualpipev**: pipelined backprop on
+#   `torch.distributed.pipelining` (the cpu profile; the quick one races a few);
 # * **local chunked-2**, **local greedy**: the local pipeline, each stage stepping after every
 #   micro-batch (so its updates are micro-batch sized);
 # * **local/M chunked-2**: the local pipeline stepping once per step (pipelined backprop's updates).

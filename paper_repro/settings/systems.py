@@ -83,6 +83,7 @@ _SCALING = {
 _RACE_STRATEGIES = (RaceStrategy("one process", "single"), RaceStrategy("ddp", "ddp"),
                     RaceStrategy("gpipe", "gpipe"), RaceStrategy("1f1b", "1f1b"),
                     RaceStrategy("1f1b-recompute", "1f1b-recompute"), RaceStrategy("zbv", "zbv"),
+                    RaceStrategy("dualpipev", "dualpipev"),
                     RaceStrategy("local chunked-2", "local", "chunked-2"),
                     RaceStrategy("local greedy", "local", "greedy"),
                     RaceStrategy("local/M chunked-2", "local/M", "chunked-2"))
