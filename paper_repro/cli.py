@@ -37,8 +37,8 @@ from .distributed.arguments import add_arguments as add_pipeline_arguments
 from .distributed.fields import PipelineFields, TrainingFields
 from .fields import TrainFields
 from .notebooks import NOTEBOOKS_DIR
-from .names import (COMPUTE_STUDIES, CUT_HELP, CUTS, DATASETS, DEFAULT_CUT, DEVICES, DTYPES, MODELS,  # noqa: F401
-                    DEPTH_SERIES, OPTIMIZERS, PROFILES, RUN_NAMES, SIMULATED_SCHEDULES, SWEEP_STUDIES)
+from .names import (CUT_HELP, CUTS, DATASETS, DEFAULT_CUT, DEPTH_SERIES, DEVICES, DTYPES, MODELS, OPTIMIZERS,
+                    PROFILES, RUN_NAMES, SIMULATED_SCHEDULES, SWEEP_STUDIES)
 
 # the defaults of a pipeline run (paper_repro.distributed.PipelineConfig) that `simulate` shows
 PIPELINE_DEFAULTS = dataclasses.asdict(PipelineFields())

@@ -21,8 +21,8 @@ from . import data as data_mod
 from . import models
 from .factory import check_factory, is_factory_name
 from .fields import DataFields, ModelFields, OptimFields
+from .names import OPTIMIZERS
 
-from .names import OPTIMIZERS  # noqa: F401  (config.OPTIMIZERS)
 
 
 def check_positive_int(key: str, value) -> None:

@@ -36,7 +36,7 @@ import torch.nn as nn
 
 from .models import BlockNet
 
-from .names import FIXED_METHODS, METHOD_PATTERNS, METHODS  # noqa: F401  (methods.METHODS)
+from .names import FIXED_METHODS, METHOD_PATTERNS
 
 
 def chunk_starts(spec: str) -> list[int] | None:

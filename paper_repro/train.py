@@ -32,6 +32,11 @@ equal numbers of examples:
 * ``stop_overshoot`` (default 0; needs ``stop_loss``). Go on past that evaluation until the
   examples seen are ``1 + stop_overshoot`` times those seen when it happened, so that rules
   which smooth the training loss over a window of examples can also be read at ``stop_loss``.
+
+Besides :func:`train` and :class:`TrainConfig`, a training script needs the data, the optimizer
+and the device check of a configuration: ``train.load_data(cfg)``, ``train.make_optimizer(cfg,
+params)`` and ``train.check_device(device)`` are part of this module's API (defined in
+:mod:`paper_repro.build` and :mod:`paper_repro.config`).
 """
 from __future__ import annotations
 
@@ -49,10 +54,11 @@ from tqdm.auto import tqdm
 from . import checkpoint as checkpoint_mod
 from . import data as data_mod
 from . import build, methods, models
-from .build import build_model, load_data, make_optimizer, optimizer_impl  # noqa: F401  (re-exported)
-from .config import (OPTIMIZERS, DataParts, ModelParts, OptimParts, check_device,  # noqa: F401  (re-exported)
-                     check_positive_int)
+# load_data, make_optimizer and check_device are part of this module's API (see its docstring)
+from .build import load_data, make_optimizer, optimizer_impl
+from .config import DataParts, ModelParts, OptimParts, check_device, check_positive_int
 from .fields import TrainFields
+from .names import METHODS
 
 
 @dataclass
@@ -199,7 +205,7 @@ def build_learner(cfg: TrainConfig, data: data_mod.DataSet) -> methods.Learner:
     cfg.validate()
     if cfg.method is None:
         raise ValueError("method is None (meaning: the method of a learner handed over), so there is no "
-                         f"learner to build; name one of {', '.join(methods.METHODS)}")
+                         f"learner to build; name one of {', '.join(METHODS)}")
     learner = build.build_learner(cfg, data, cfg.method, cfg.seed).to(cfg.device)
     check_fits(learner, data, cfg)
     return learner

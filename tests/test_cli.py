@@ -10,15 +10,15 @@ import sys
 import pandas as pd
 import pytest
 
-from paper_repro import cli, commands, config, data, models, notebooks, settings
+from paper_repro import cli, commands, config, data, models, names, notebooks, settings
 
 
 def test_the_parser_choices_are_the_package_names():
     assert cli.MODELS == models.MODELS
     assert cli.DATASETS == data.DATASETS
-    assert cli.OPTIMIZERS == config.OPTIMIZERS
+    assert cli.OPTIMIZERS == names.OPTIMIZERS
     assert cli.PROFILES == settings.PROFILES
-    assert cli.COMPUTE_STUDIES == settings.COMPUTE_STUDIES
+    assert cli.SWEEP_STUDIES == (*settings.COMPUTE_STUDIES, *settings.DEPTH_SERIES)
     assert cli.NOTEBOOKS_DIR == notebooks.NOTEBOOKS_DIR
 
 

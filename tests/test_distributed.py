@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from paper_repro.distributed.bench import run_pipeline
-from paper_repro.distributed.local import make_optimizer
+from paper_repro.build import make_optimizer
 from paper_repro.distributed import PipelineConfig, build_learner, data_spec, micro_batches
 
 SMALL = dict(micro_batch=4, micro_batches=3, steps=1, warmup_steps=1, timeout=60.0)

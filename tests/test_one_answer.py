@@ -55,10 +55,9 @@ def test_every_name_tuple_is_written_once_in_names():
 def test_the_parser_and_the_modules_hold_the_same_objects():
     assert cli.MODELS is models.MODELS is names.MODELS
     assert cli.DATASETS is data.DATASETS is names.DATASETS
-    assert cli.OPTIMIZERS is config.OPTIMIZERS is names.OPTIMIZERS
+    assert cli.OPTIMIZERS is names.OPTIMIZERS
     assert cli.PROFILES is settings.PROFILES is names.PROFILES
-    assert cli.COMPUTE_STUDIES is settings.COMPUTE_STUDIES is names.COMPUTE_STUDIES
-    assert methods.METHODS is names.METHODS
+    assert cli.SWEEP_STUDIES is names.SWEEP_STUDIES and settings.COMPUTE_STUDIES is names.COMPUTE_STUDIES
     assert cli.SIMULATED_SCHEDULES is schedules.SCHEDULES is names.SIMULATED_SCHEDULES
     assert options.RUN_NAMES is names.RUN_NAMES and pipeline_config.RUN_SCHEDULES is names.RUN_SCHEDULES
     assert pipeline_config.CUTS is costs.CUTS is names.CUTS

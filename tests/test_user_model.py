@@ -11,7 +11,7 @@ from paper_repro import cli, factory, methods, train
 from paper_repro.blocknet import BlockNet
 from paper_repro.distributed import PipelineConfig, build_learner, data_spec, micro_batches
 from paper_repro.distributed.bench import run_pipeline
-from paper_repro.distributed.local import make_optimizer
+from paper_repro.build import make_optimizer
 from user_models import small_cnn
 
 TESTS_DIR = str(Path(__file__).resolve().parent)

@@ -30,7 +30,9 @@ from torch.utils.checkpoint import checkpoint
 
 from ..build import make_optimizer, optimizer_impl
 from . import comm
-from .config import DTYPES, MULTI_STAGE, PipelineConfig
+from .messages import Receiver, Sender, nbytes
+from ..names import MULTI_STAGE
+from .config import DTYPES, PipelineConfig
 from .inputs import label_info, to_device
 from .memory import SavedTensorMeter, peak_memory, saved_bytes_of, state_bytes
 from .replicas import Placement, average_gradients
@@ -75,12 +77,12 @@ class CountingStage(PipelineStage):
 
     def get_fwd_send_ops(self, fwd_chunk_id):
         ops = super().get_fwd_send_ops(fwd_chunk_id)
-        self.sent["activations"] += sum(comm.nbytes(op.tensor) for op in ops)
+        self.sent["activations"] += sum(nbytes(op.tensor) for op in ops)
         return ops
 
     def get_bwd_send_ops(self, bwd_chunk_id):
         ops = super().get_bwd_send_ops(bwd_chunk_id)
-        self.sent["gradients"] += sum(comm.nbytes(op.tensor) for op in ops)
+        self.sent["gradients"] += sum(nbytes(op.tensor) for op in ops)
         return ops
 
     def forward_one_chunk(self, *args, **kwargs):
@@ -161,11 +163,11 @@ class PipelinedStage:
         """The labels' messages from the first stage to the last, for steps ``first`` onwards."""
         cfg, ctx, (lshape, ldtype) = self.cfg, self.ctx, self.labels
         if self.has_first and not self.has_last:
-            self.labels_out = comm.Sender(self.where.rank_of(self.last_rank), 2, tag_base=LABEL_TAG,
+            self.labels_out = Sender(self.where.rank_of(self.last_rank), 2, tag_base=LABEL_TAG,
                                           poll_timeout=ctx.poll_timeout)
         if self.has_last and not self.has_first:
             specs = {"labels": ((cfg.micro_batches * cfg.micro_batch, *lshape), ldtype)}
-            self.labels_in = comm.Receiver(self.where.rank_of(0), specs, ctx.device,
+            self.labels_in = Receiver(self.where.rank_of(0), specs, ctx.device,
                                            cfg.warmup_steps + cfg.steps - first, tag_base=LABEL_TAG,
                                            prepost=False, poll_timeout=ctx.poll_timeout)
 

@@ -18,7 +18,8 @@ import multiprocessing
 
 from .launch import check_gpus, launch
 from .planning import prepare, timed_update_every
-from .config import MULTI_STAGE, PipelineConfig
+from ..names import MULTI_STAGE
+from .config import PipelineConfig
 from .inputs import label_info
 from .options import configs_for, settings_dict
 from .report import named

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from .messages import Receiver, Sender, nbytes  # noqa: F401  (re-exported: the stages use comm.*)
 
 EXIT_FAILED = 1
 EXIT_PEER_FAILED = 3

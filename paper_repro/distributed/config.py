@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import torch
 
 from .. import methods
-from ..config import OPTIMIZERS, DataParts, ModelParts, OptimParts, check_positive_int  # noqa: F401
+from ..config import DataParts, ModelParts, OptimParts, check_positive_int
 from ..factory import check_factory, is_factory_name
-from ..names import CUTS, DEVICES, MULTI_STAGE, PIPELINED_BACKPROP, PREFETCH, SINGLE_STAGE  # noqa: F401
+from ..names import CUTS, DEVICES, MULTI_STAGE, PIPELINED_BACKPROP, PREFETCH
 from ..names import DTYPES as DTYPE_NAMES
 from ..names import RUN_SCHEDULES
 from .fields import PipelineFields

@@ -32,8 +32,9 @@ import torch
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel
 
-from ..build import make_optimizer, optimizer_impl  # noqa: F401  (make_optimizer: re-exported)
+from ..build import make_optimizer, optimizer_impl
 from . import comm
+from .messages import Receiver, Sender
 from .config import PipelineConfig
 from .inputs import label_info, to_device
 from .memory import SavedTensorMeter, peak_memory, state_bytes
@@ -94,10 +95,10 @@ class LocalStage:
         cfg, B, (lshape, ldtype) = self.cfg, self.cfg.micro_batch, self.labels
         if self.in_info is not None:
             specs = {"activations": ((B, *self.in_info.shape), self.in_info.dtype), "labels": ((B, *lshape), ldtype)}
-            self.receiver = comm.Receiver(self.where.rank_of(self.stage - 1), specs, self.ctx.device,
+            self.receiver = Receiver(self.where.rank_of(self.stage - 1), specs, self.ctx.device,
                                           cfg.total_micro_batches - first, poll_timeout=self.ctx.poll_timeout)
         if not self.last:
-            self.sender = comm.Sender(self.where.rank_of(self.stage + 1), cfg.max_in_flight,
+            self.sender = Sender(self.where.rank_of(self.stage + 1), cfg.max_in_flight,
                                       poll_timeout=self.ctx.poll_timeout)
 
     def take(self, batches) -> tuple:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from .comm import nbytes
+from .messages import nbytes
 
 
 class SavedTensorMeter:

@@ -17,7 +17,8 @@ import torch
 
 from .. import methods
 from . import comm
-from .config import DTYPES, MULTI_STAGE, PipelineConfig
+from ..names import MULTI_STAGE
+from .config import DTYPES, PipelineConfig
 from .inputs import build_learner, data_spec
 from .split import StagePlan, balanced_split, boundary_info, plan_stages
 from .timing import block_split, chunk_split, flops_chunk_split, time_split

@@ -19,7 +19,8 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from .. import methods
-from .config import MULTI_STAGE, PipelineConfig
+from ..names import MULTI_STAGE
+from .config import PipelineConfig
 
 
 @dataclass

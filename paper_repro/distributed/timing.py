@@ -15,7 +15,8 @@ import torch
 from .. import methods
 from ..blocknet import grad_input
 from ..build import make_optimizer
-from .config import DTYPES, PIPELINED_BACKPROP, PipelineConfig
+from ..names import PIPELINED_BACKPROP
+from .config import DTYPES, PipelineConfig
 from .inputs import build_learner, label_info, synthetic_batches
 from .split import BlockInfo, StagePlan, balanced_split, boundary_info, itemsize, stage_boundaries
 
