@@ -6,7 +6,8 @@ order, then ``head`` (the network's own output head). ``make_head(i)`` builds a 
 MLP -> linear classifier, ResNet -> global average pool + linear, Transformer -> final
 LayerNorm + projection to the vocabulary. ``loss(logits, y)`` is the task loss. Models know nothing about
 local-learning methods: :mod:`paper_repro.methods` decides where losses and
-stop-gradients go.
+stop-gradients go. ``models.BlockNet``, ``models.AutoHead`` (from :mod:`paper_repro.blocknet`) and
+``models.MODELS`` (the built-in names, from :mod:`paper_repro.names`) are part of this module's API.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torchvision.models.resnet import BasicBlock, Bottleneck, conv1x1
 
-from .blocknet import AutoHead, BlockNet  # noqa: F401  (re-exported: models.BlockNet)
+from .blocknet import AutoHead, BlockNet  # noqa: F401  (this module's API: see its docstring)
 
 from .names import MODELS  # noqa: F401  (models.MODELS: the built-in names)
 
