@@ -20,6 +20,7 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
@@ -160,21 +161,7 @@ def run_sweep(grid: Grid, root: str | os.PathLike, *, workers: int = 1, shard: t
     i, n = shard
     if not (n >= 1 and 0 <= i < n):
         raise ValueError(f"shard {shard!r}: need n >= 1 and 0 <= i < n")
-    root = open_store(root, grid)
-    mine = [p for j, p in enumerate(grid.points()) if j % n == i]
-    reused = adopt_points(root, [p["point_id"] for p in mine], reuse)
-    damaged = damaged_points(root, [p["point_id"] for p in mine])
-    damaged_ids = {f.name.removesuffix(".gz").removesuffix(".csv") for f in damaged}
-    done = finished_ids(root) - damaged_ids
-    todo = [p for p in mine if p["point_id"] not in done]
-    if todo:  # before anything trains: a read-only store fails now, in one line
-        check_writable(root)
-    moved = {}
-    for f, problem in damaged.items():
-        moved[f] = set_aside(root, f)
-        print(f"damaged point file {f} {problem}: moved to {moved[f]}; the point is trained again",
-              file=sys.stderr, flush=True)
-    report = SweepReport(total=len(mine), skipped=len(mine) - len(todo), reused=reused, damaged=moved)
+    root, mine, todo, report = _pending(grid, root, shard, reuse)
     args = dict(root=str(root), data_dir=data_dir, device=device, sweep_name=grid.name)
     saved_threads = torch.get_num_threads()
     bar = None
@@ -215,6 +202,29 @@ def run_sweep(grid: Grid, root: str | os.PathLike, *, workers: int = 1, shard: t
             bar.close()
         torch.set_num_threads(saved_threads)
     return report
+
+
+def _pending(grid: Grid, root, shard: tuple[int, int], reuse) -> tuple[Path, list, list, SweepReport]:
+    """Open the store and find the shard's points still to train: (store, the shard's points,
+    those to train, the report so far). Points of ``reuse`` stores are copied in first; a damaged
+    point file is set aside (and named) so that its point is trained again."""
+    i, n = shard
+    root = open_store(root, grid)
+    mine = [p for j, p in enumerate(grid.points()) if j % n == i]
+    reused = adopt_points(root, [p["point_id"] for p in mine], reuse)
+    damaged = damaged_points(root, [p["point_id"] for p in mine])
+    damaged_ids = {f.name.removesuffix(".gz").removesuffix(".csv") for f in damaged}
+    done = finished_ids(root) - damaged_ids
+    todo = [p for p in mine if p["point_id"] not in done]
+    if todo:  # before anything trains: a read-only store fails now, in one line
+        check_writable(root)
+    moved = {}
+    for f, problem in damaged.items():
+        moved[f] = set_aside(root, f)
+        print(f"damaged point file {f} {problem}: moved to {moved[f]}; the point is trained again",
+              file=sys.stderr, flush=True)
+    return root, mine, todo, SweepReport(total=len(mine), skipped=len(mine) - len(todo), reused=reused,
+                                         damaged=moved)
 
 
 @contextlib.contextmanager
