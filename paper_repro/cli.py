@@ -32,7 +32,7 @@ import shlex
 import sys
 
 from . import signals
-from .cliargs import float_list, int_list, json_dict, positive_float, positive_int
+from .cliargs import add_renamed, float_list, int_list, json_dict, positive_float, positive_int
 from .distributed.arguments import add_arguments as add_pipeline_arguments
 from .distributed.fields import PipelineFields, TrainingFields
 from .fields import TrainFields
@@ -109,7 +109,7 @@ def add_train(subparsers) -> None:
                         "| chunked@A,B,... (chunks that start at blocks A, B, ...: chunked@4 is two chunks, "
                         "blocks 0-3 and 4 to the last; the cut the pipeline balances by measured time). "
                         "Default: backprop in one process; on several, the local schedules' chunked-STAGES "
-                        "cut by --balance (the other schedules train with backprop)")
+                        "cut by --cut (the other schedules train with backprop)")
     p.add_argument("--dataset", default=t.dataset, choices=DATASETS,
                    help="digits and text need no download; cifar10 and imagenet need --data-dir")
     p.add_argument("--data-dir", default=None, help="where the data set lives (see README: Data)")
@@ -169,11 +169,14 @@ def add_train(subparsers) -> None:
                         "where more accumulate the gradients of the step's micro-batches); --batch-size is "
                         "the step's examples over all processes")
     g.add_argument("--dp", type=positive_int, default=d.dp, help="replicas per pipeline stage")
-    g.add_argument("--split", type=int_list, default=None,
-                   help="first local module of stages 1..S-1 (default: the --balance cut)")
-    g.add_argument("--balance", default=d.balance, choices=CUTS, help="without --split: " + CUT_HELP)
-    g.add_argument("--block-split", type=int_list, default=None,
-                   help="two-stages-per-process schedules: first block of stages 1..2S-1")
+    cut_at = g.add_argument("--cut-at", dest="split", type=int_list, default=None, metavar="A,B,...",
+                            help="first local module of stages 1..S-1 (default: the --cut rule)")
+    cut = g.add_argument("--cut", dest="balance", default=d.balance, choices=CUTS,
+                         help="without --cut-at: " + CUT_HELP)
+    cut_blocks = g.add_argument("--cut-at-blocks", dest="block_split", type=int_list, default=None, metavar="A,B,...",
+                                help="two-stages-per-process schedules: first block of stages 1..2S-1")
+    for old, new in (("--split", cut_at), ("--balance", cut), ("--block-split", cut_blocks)):
+        add_renamed(g, old, new)
     g.add_argument("--timeout", type=positive_float, default=d.timeout, help="seconds any one message may take")
     g.add_argument("--launch-timeout", type=positive_float, default=None,
                    help="seconds the whole run may take (default: no limit)")
@@ -347,8 +350,8 @@ def add_simulate(subparsers) -> None:
     p.add_argument("--device", default=d["device"], choices=DEVICES, help="where to calibrate")
     p.add_argument("--threads", type=positive_int, default=None,
                    help="torch threads while calibrating (None: cores / stages)")
-    p.add_argument("--balance", default=DEFAULT_CUT, choices=CUTS,
-                   help=CUT_HELP + " (here: time and FLOPs from the calibration)")
+    add_renamed(p, "--balance", p.add_argument("--cut", dest="balance", default=DEFAULT_CUT, choices=CUTS,
+                                               help=CUT_HELP + " (here: time and FLOPs from the calibration)"))
     p.add_argument("--uniform-times", type=float_list(2, 3), default=None, metavar="F,B[,W]",
                    help="seconds per forward / whole backward (/ its weight half) of a micro-batch on every "
                         "processor, instead of calibrating (None: calibrate)")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 
 def _int_at_least(text: str, least: int, what: str) -> int:
@@ -93,3 +94,24 @@ def float_list(n_min: int = 1, n_max: int | None = None, keywords: tuple[str, ..
         return values
 
     return parse
+
+
+class _Renamed(argparse.Action):
+    """A former spelling of an option: stores into the new option's destination, after a warning
+    on stderr that names the new spelling."""
+
+    def __init__(self, option_strings, dest, new: str, **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"warning: {option_string} is now {self.new}; {option_string} goes in the next release",
+              file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_renamed(parser, old: str, new: argparse.Action) -> None:
+    """Accept ``old``, a former spelling of the option ``new`` (an action ``add_argument`` returned),
+    with the same destination, type and choices; hidden from ``--help``, warned about when used."""
+    parser.add_argument(old, dest=new.dest, type=new.type, choices=new.choices, default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS, action=_Renamed, new=new.option_strings[0])

@@ -59,7 +59,8 @@ def test_every_option_has_help_and_shows_its_default():
     for name in cli.HANDLERS:
         sub = leaves[name]
         assert sub.formatter_class is cli.HelpFormatter, name  # appends "(default: ...)" to every help
-        options = [a for a in sub._actions if a.option_strings and not isinstance(a, argparse._HelpAction)]
+        options = [a for a in sub._actions if a.option_strings and not isinstance(a, argparse._HelpAction)
+                   and a.help != argparse.SUPPRESS]           # a former spelling is hidden from --help
         for action in sub._actions:
             if not isinstance(action, argparse._HelpAction):
                 assert action.help, f"{name} {action.option_strings or action.dest} has no help"
@@ -133,3 +134,26 @@ def test_a_batch_larger_than_the_training_set_is_refused(capsys):
     err = capsys.readouterr().err
     assert "--batch-size 100000 is larger than the training split of 'digits' (1,437 examples)" in err
     assert "use at most 1437" in err
+
+
+@pytest.mark.parametrize("command", [["train", "--stages", "2"], ["bench", "pipeline"], ["simulate"]])
+def test_the_cut_options_keep_their_former_spellings_for_a_release(command, capsys):
+    parser = cli.build_parser()
+    new = parser.parse_args(command + ["--cut", "flops"])
+    assert new.balance == "flops" and "warning" not in capsys.readouterr().err
+    old = parser.parse_args(command + ["--balance", "flops"])
+    assert old.balance == "flops"
+    assert "warning: --balance is now --cut; --balance goes in the next release" in capsys.readouterr().err
+    if command[0] != "simulate":
+        for former, spelling, dest in (("--split", "--cut-at", "split"),
+                                       ("--block-split", "--cut-at-blocks", "block_split")):
+            assert getattr(parser.parse_args(command + [spelling, "1,2"]), dest) == [1, 2]
+            assert getattr(parser.parse_args(command + [former, "1,2"]), dest) == [1, 2]
+            assert f"warning: {former} is now {spelling}" in capsys.readouterr().err
+    with pytest.raises(SystemExit):                     # a former spelling still checks its value
+        parser.parse_args(command + ["--balance", "nope"])
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        parser.parse_args(command + ["--help"])
+    shown = capsys.readouterr().out
+    assert "--cut" in shown and "--balance" not in shown and "--split" not in shown   # hidden from --help

@@ -27,7 +27,7 @@ def test_two_nodes_train_what_one_process_trains(tmp_path, free_port):
                JOIN_TIMEOUT="120", TRAINING=str(tmp_path / "training.json"), OUT=str(tmp_path / "result.json"),
                PYTHON=sys.executable, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     args = ["--model", "mlp", "--model-kwargs", json.dumps(NET), "--dataset", "digits", "--stages", "2",
-            "--schedule", "local", "--method", "greedy", "--balance", "blocks", "--micro-batch", "8",
+            "--schedule", "local", "--method", "greedy", "--cut", "blocks", "--micro-batch", "8",
             "--micro-batches", "4", "--steps", "4", "--lr", "3e-3", "--timeout", "60", "--init-timeout", "120"]
     procs = []
     try:

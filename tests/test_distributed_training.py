@@ -152,7 +152,7 @@ def test_sigterm_checkpoints_every_stage_exits_143_and_the_run_resumes(tmp_path)
     ``--resume`` then ends as the uninterrupted run."""
     folder, out = tmp_path / "ckpt", tmp_path / "r.csv"
     args = ["train", "--model-kwargs", json.dumps(NET["model_kwargs"]), "--method", "greedy", "--stages", "2",
-            "--balance", "blocks", "--batch-size", "32", "--micro-batches", "4", "--steps", "400", "--lr", "3e-3",
+            "--cut", "blocks", "--batch-size", "32", "--micro-batches", "4", "--steps", "400", "--lr", "3e-3",
             "--eval-every", "0", "--threads", "1", "--checkpoint", str(folder), "--out", str(out)]
     proc = subprocess.Popen([sys.executable, "-m", "paper_repro", *args, "--no-progress"],
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})

@@ -226,7 +226,7 @@ def test_local_slash_m_expands_to_one_step_per_step():
 
 
 def test_the_default_cut_balances_measured_time(monkeypatch):
-    """Without --split the cut follows the measured module times (here hand-made ones that
+    """Without --cut-at the cut follows the measured module times (here hand-made ones that
     put the cut where FLOPs would not) and the record of the config says so."""
     cfg = PipelineConfig(model="mlp", model_kwargs={"depth": 4, "width": 16}, image_size=4, stages=2, method="greedy")
     assert cfg.balance == "time"
@@ -258,8 +258,8 @@ def test_multi_stage_schedules_need_enough_micro_batches_and_blocks():
 
 def test_the_default_local_method_is_one_chunk_per_stage_cut_by_measured_time(monkeypatch):
     """Without a method the local pipeline trains chunked@A: one chunk per stage, the chunks cut
-    where the measured (here hand-made) block times balance; --balance blocks keeps chunked-S,
-    --balance flops cuts the chunks by forward FLOPs."""
+    where the measured (here hand-made) block times balance; --cut blocks keeps chunked-S,
+    --cut flops cuts the chunks by forward FLOPs."""
     cfg = PipelineConfig(model="mlp", model_kwargs={"depth": 4, "width": 16}, image_size=4, stages=2)
     made = {"compute": [1.0, 1.0, 1.0, 5.0], "head": [0.25] * 4, "send": [0.0] * 4, "input_grad": [0.0] * 4}
     monkeypatch.setattr(timing, "module_times", lambda learner, spec, c, reps=3: made)

@@ -74,7 +74,7 @@ def test_bench_pipeline_help_imports_no_torch_and_lists_the_names_as_choices():
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().endswith("TORCH False"), proc.stdout[-300:]
     text = " ".join(proc.stdout.split())
-    for option, choices in (("--schedule", names.RUN_NAMES), ("--balance", names.CUTS), ("--dtype", names.DTYPES),
+    for option, choices in (("--schedule", names.RUN_NAMES), ("--cut", names.CUTS), ("--dtype", names.DTYPES),
                             ("--device", names.DEVICES), ("--optimizer", names.OPTIMIZERS)):
         assert option in text, option
         if option == "--schedule":                       # a comma list: the names are in its help
@@ -202,7 +202,7 @@ def test_the_three_tools_print_that_table():
 
 # ------------------------------------------------------------------- bench on a user's model
 SMALL = ["--stages", "2", "--micro-batch", "2", "--micro-batches", "2", "--steps", "1", "--warmup-steps", "0",
-         "--image-size", "4", "--balance", "blocks", "--no-progress"]
+         "--image-size", "4", "--cut", "blocks", "--no-progress"]
 
 
 def _bench(argv, env=None, **kw):

@@ -153,7 +153,7 @@ def test_sigterm_stops_the_overhead_bench_and_prints_what_it_measured(tmp_path):
 def test_sigterm_stops_the_pipeline_launcher_and_every_stage(tmp_path):
     proc = _start(["bench", "pipeline", "--stages", "2", "--model", "mlp", "--model-kwargs",
                    '{"depth": 4, "width": 32}', "--micro-batch", "4", "--micro-batches", "4", "--steps", "100000",
-                   "--image-size", "6", "--timeout", "60", "--balance", "flops"], tmp_path)
+                   "--image-size", "6", "--timeout", "60", "--cut", "flops"], tmp_path)
     try:
         _wait_for("two training stages", lambda: re.search(r"\| *[1-9]\d*/", (tmp_path / "stderr.txt").read_text())
                   and len(_descendants(proc.pid)) >= 2, proc)

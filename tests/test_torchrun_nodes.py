@@ -28,9 +28,9 @@ PLAIN_TORCHRUN = [str(Path(sys.executable).with_name("torchrun"))]
 # test_distributed's MLP: 5 blocks, cut after block 3 (greedy: modules 0-2 | 3-4)
 MODEL = ["--model", "mlp", "--model-kwargs", '{"depth": 5, "width": 32}', "--image-size", "6", "--stages", "2",
          "--threads", "1", "--timeout", "60", "--init-timeout", "60"]
-LOCAL = MODEL + ["--schedule", "local", "--method", "greedy", "--split", "3", "--micro-batch", "4",
+LOCAL = MODEL + ["--schedule", "local", "--method", "greedy", "--cut-at", "3", "--micro-batch", "4",
                  "--micro-batches", "3", "--steps", "1", "--warmup-steps", "1"]
-ONE_F_ONE_B = MODEL + ["--schedule", "1f1b", "--optimizer", "sgd", "--lr", "0.1", "--balance", "flops",
+ONE_F_ONE_B = MODEL + ["--schedule", "1f1b", "--optimizer", "sgd", "--lr", "0.1", "--cut", "flops",
                        "--micro-batch", "4", "--micro-batches", "4", "--steps", "1", "--warmup-steps", "1"]
 
 

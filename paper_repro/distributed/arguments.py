@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..cliargs import choice_list, int_list, json_dict
+from ..cliargs import add_renamed, choice_list, int_list, json_dict
 from ..names import CUT_HELP, CUTS, DEVICES, DTYPES, MODELS, OPTIMIZERS, PREFETCH, RUN_NAMES
 from .fields import PipelineFields
 
@@ -31,13 +31,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="local-learning method of the local schedule (default chunked-STAGES); "
                         "greedy | chunked-K (overlapping is refused across stages)")
     p.add_argument("--stages", type=int, default=d.stages, help="processes, one stage each")
-    p.add_argument("--split", type=int_list, default=None,
-                   help="first local module of stages 1..S-1, e.g. 5,9,13 (default: the --balance cut)")
-    p.add_argument("--balance", default=d.balance, choices=CUTS,
-                   help="without --split: " + CUT_HELP)
-    p.add_argument("--block-split", type=int_list, default=None,
-                   help="two-stages-per-process schedules: first block of stages 1..2S-1 "
-                        "(default: the --balance cut)")
+    cut_at = p.add_argument("--cut-at", dest="split", type=int_list, default=None, metavar="A,B,...",
+                            help="first local module of stages 1..S-1, e.g. 5,9,13 (default: the --cut rule)")
+    cut = p.add_argument("--cut", dest="balance", default=d.balance, choices=CUTS,
+                         help="without --cut-at: " + CUT_HELP)
+    cut_blocks = p.add_argument("--cut-at-blocks", dest="block_split", type=int_list, default=None, metavar="A,B,...",
+                                help="two-stages-per-process schedules: first block of stages 1..2S-1 "
+                                     "(default: the --cut rule)")
+    for old, new in (("--split", cut_at), ("--balance", cut), ("--block-split", cut_blocks)):
+        add_renamed(p, old, new)
     p.add_argument("--dp", type=int, default=d.dp,
                    help="replicas per stage (STAGES x DP processes; replicas average gradients with DDP)")
     p.add_argument("--micro-batch", type=int_list, default=[d.micro_batch],

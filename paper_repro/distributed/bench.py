@@ -131,7 +131,7 @@ def comm_only(configs: PipelineConfig | list[PipelineConfig]) -> list[dict]:
             "comm_bytes_per_micro_batch": {"forward": pred["forward"] * B, "backward": pred["backward"] * B},
             "comm_bytes_per_step": {"forward": pred["forward"] * B * M, "backward": pred["backward"] * B * M},
             "comm_bytes_predicted_per_boundary": pred["per_boundary"],
-            "split": plan.to_dict(), "balance": "flops",     # how a cut not given by --split is found here
+            "split": plan.to_dict(), "balance": "flops",     # how a cut not given by --cut-at is found here
             "boundaries": boundary_records(plan, infos, B, stage_boundaries(cfg, plan, len(infos))),
             "block_split": block_split,
             "labels": {"shape": [B, *lshape], "dtype": str(ldtype).replace("torch.", "")},
