@@ -169,11 +169,11 @@ def add_train(subparsers) -> None:
                         "where more accumulate the gradients of the step's micro-batches); --batch-size is "
                         "the step's examples over all processes")
     g.add_argument("--dp", type=positive_int, default=d.dp, help="replicas per pipeline stage")
-    cut_at = g.add_argument("--cut-at", dest="split", type=int_list, default=None, metavar="A,B,...",
+    cut_at = g.add_argument("--cut-at", dest="cut_at", type=int_list, default=None, metavar="A,B,...",
                             help="first local module of stages 1..S-1 (default: the --cut rule)")
-    cut = g.add_argument("--cut", dest="balance", default=d.balance, choices=CUTS,
+    cut = g.add_argument("--cut", dest="cut", default=d.cut, choices=CUTS,
                          help="without --cut-at: " + CUT_HELP)
-    cut_blocks = g.add_argument("--cut-at-blocks", dest="block_split", type=int_list, default=None, metavar="A,B,...",
+    cut_blocks = g.add_argument("--cut-at-blocks", dest="cut_at_blocks", type=int_list, default=None, metavar="A,B,...",
                                 help="two-stages-per-process schedules: first block of stages 1..2S-1")
     for old, new in (("--split", cut_at), ("--balance", cut), ("--block-split", cut_blocks)):
         add_renamed(g, old, new)
@@ -350,7 +350,7 @@ def add_simulate(subparsers) -> None:
     p.add_argument("--device", default=d["device"], choices=DEVICES, help="where to calibrate")
     p.add_argument("--threads", type=positive_int, default=None,
                    help="torch threads while calibrating (None: cores / stages)")
-    add_renamed(p, "--balance", p.add_argument("--cut", dest="balance", default=DEFAULT_CUT, choices=CUTS,
+    add_renamed(p, "--balance", p.add_argument("--cut", dest="cut", default=DEFAULT_CUT, choices=CUTS,
                                                help=CUT_HELP + " (here: time and FLOPs from the calibration)"))
     p.add_argument("--uniform-times", type=float_list(2, 3), default=None, metavar="F,B[,W]",
                    help="seconds per forward / whole backward (/ its weight half) of a micro-batch on every "

@@ -146,8 +146,8 @@ def stages_config(args) -> PipelineConfig:
                          f" = {per_micro} (each micro-batch holds batch-size / {per_micro} examples)")
     schedule, every = ("local", M) if args.schedule == "local/M" else (args.schedule, 1)
     return PipelineConfig(model=args.model, model_kwargs=args.model_kwargs, method=args.method, stages=args.stages,
-                          schedule=schedule, update_every=every, split=args.split, balance=args.balance,
-                          block_split=args.block_split, dp=args.dp, micro_batch=args.batch_size // per_micro,
+                          schedule=schedule, update_every=every, cut_at=args.cut_at, cut=args.cut,
+                          cut_at_blocks=args.cut_at_blocks, dp=args.dp, micro_batch=args.batch_size // per_micro,
                           micro_batches=M, steps=args.steps, warmup_steps=0, dataset=args.dataset,
                           data_dir=args.data_dir, data_kwargs=args.data_kwargs, optimizer=args.optimizer,
                           lr=args.lr, seed=args.seed, device=args.device, threads=args.threads,

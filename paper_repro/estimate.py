@@ -6,7 +6,7 @@ per device, for the local pipeline and for pipelined backprop on the same cut.
 as backprop, once as chunked-N: one local module per device) and measures, on the
 micro-batch ``(x, y)``:
 
-* **the cut**: the net's blocks go to the devices in contiguous pieces chosen by ``balance``
+* **the cut**: the net's blocks go to the devices in contiguous pieces chosen by ``cut``
   (:data:`paper_repro.names.CUTS`): ``"time"`` (default, as ``simulate`` and ``bench``)
   balances forward + backward wall time of each block measured here on ``(x, y)``;
   ``"flops"`` balances forward FLOPs; ``"blocks"`` gives each device as many blocks as
@@ -53,10 +53,10 @@ from .blocknet import BlockNet, grad_input
 from .data import InputSpec
 from .distributed.config import PipelineConfig
 from .distributed.memory import SavedTensorMeter
-from .distributed.split import boundary_info, plan_stages
-from .distributed.split import balanced_split
+from .distributed.cut import boundary_info, plan_stages
+from .distributed.cut import balanced_cut
 from .distributed.timing import predicted_comm
-from .names import CUTS, DEFAULT_CUT, RECOMPUTE_REFERENCE, REFERENCE, check_cut
+from .names import CUTS, DEFAULT_CUT, RECOMPUTE_REFERENCE, REFERENCE, check_cut, former_cut
 from .report_table import format_table
 
 ADAM_STATE = 2  # tensors of optimizer state per parameter (Adam: first and second moments)
@@ -85,7 +85,8 @@ def _saved_bytes(run: Callable[[], torch.Tensor]) -> int:
 # the estimate's former column names (read for one more release): name -> (new column, what of it)
 FORMER_COLUMNS = {"devices": ("stages", None), "bytes_forward": ("comm_bytes_per_sample", "forward"),
                   "bytes_backward": ("comm_bytes_per_sample", "backward"),
-                  "peak_memory_bytes": ("peak_mem_bytes_per_stage", None)}
+                  "peak_memory_bytes": ("peak_mem_bytes_per_stage", None), "split": ("stage_plan", None),
+                  "balance": ("cut", None)}
 
 
 class Estimate(pd.DataFrame):
@@ -155,7 +156,7 @@ def _step_seconds(learner, x: torch.Tensor, y: torch.Tensor, reps: int = 3) -> f
 
 def pipeline_estimate(make_net: Callable[[], BlockNet | nn.Sequential], x: torch.Tensor, y: torch.Tensor,
                       devices: int, micro_batches: int = 16, num_classes: int | None = None,
-                      balance: str = DEFAULT_CUT) -> Estimate:
+                      cut: str = DEFAULT_CUT, *, balance: str | None = None) -> Estimate:
     """One row per schedule of :data:`paper_repro.names.PLANNING_SCHEDULES`, in the order of every
     tool's table: the ``devices``-stage local pipeline, one chunk per device (``local``; ``local/M``,
     its optimizer stepping once per step, costs the same on the ideal machine), pipelined backprop
@@ -163,20 +164,21 @@ def pipeline_estimate(make_net: Callable[[], BlockNet | nn.Sequential], x: torch
     in ``simulate``'s and ``bench pipeline``'s records: ``schedule``, ``stages``, ``micro_batch``,
     ``micro_batches``, ``samples_per_s`` (at this machine's speed), ``comm_bytes_per_sample``
     (``{"forward": bytes, "backward": bytes}`` between devices), ``peak_mem_bytes_per_stage`` and
-    ``busy_fraction_per_stage`` (lists, one per device), ``split`` (the cut: ``{"blocks": [...]}``),
-    ``balance``, ``method``; and the estimate's own ``training`` (in words), ``flops_per_sample``
+    ``busy_fraction_per_stage`` (lists, one per device), ``stage_plan`` (the cut: ``{"blocks": [...]}``),
+    ``cut`` (the rule that made it), ``method``; and the estimate's own ``training`` (in words), ``flops_per_sample``
     (the slowest device's, bubbles included) and ``speedup`` (throughput relative to one device
     running backprop, whose numbers are in ``.attrs["one_device"]``). The former column names
-    ``devices``, ``bytes_forward``, ``bytes_backward`` and ``peak_memory_bytes`` are still read
-    (``est["devices"]``) for one release, with a FutureWarning naming the new one. The devices get contiguous pieces of the net cut by ``balance`` (``"time"``,
-    ``"flops"`` or ``"blocks"``). ``make_net()`` returns a fresh BlockNet or nn.Sequential
-    (wrapped with ``num_classes`` default heads); a model given instead of a function is
-    deep-copied for each build. Printed, the result is the table of every tool."""
+    ``devices``, ``bytes_forward``, ``bytes_backward``, ``peak_memory_bytes``, ``split`` and
+    ``balance`` are still read (``est["devices"]``) for one release, with a FutureWarning naming
+    the new one. The devices get contiguous pieces of the net cut by ``cut`` (``"time"``,
+    ``"flops"`` or ``"blocks"``; ``balance``: its former name, for one release). ``make_net()``
+    returns a fresh BlockNet or nn.Sequential (wrapped with ``num_classes`` default heads); a
+    model given instead of a function is deep-copied for each build. Printed, the result is the table of every tool."""
     if not isinstance(devices, int) or devices < 2:
         raise ValueError(f"devices must be an integer >= 2, got {devices!r}")
-    check_cut(balance, CUTS)
+    cut = check_cut(former_cut(cut, balance, "pipeline_estimate"), CUTS)
     num_classes = num_classes or int(y.max()) + 1
-    bp, local, method = _learners(make_net, x, y, devices, num_classes, balance)
+    bp, local, method = _learners(make_net, x, y, devices, num_classes, cut)
     spec, b = _spec(x, y, num_classes), x.shape[0]
     plan = plan_stages(local, devices, infos=boundary_info(local, spec, x.dtype))
     bp_costs = cost.module_costs(bp, x, y)
@@ -194,8 +196,8 @@ def pipeline_estimate(make_net: Callable[[], BlockNet | nn.Sequential], x: torch
         return dict(training=training, schedule=schedule, stages=devices, flops_per_sample=slowest,
                     speedup=speedup, samples_per_s=speedup * b / one_step, comm_bytes_per_sample=comm_bytes,
                     peak_mem_bytes_per_stage=mem, busy_fraction_per_stage=[f / slowest for f in stage_flops],
-                    method="backprop" if not schedule.startswith("local") else method, split=plan.to_dict(),
-                    micro_batch=b, micro_batches=micro_batches, balance=balance)
+                    method="backprop" if not schedule.startswith("local") else method,
+                    stage_plan=plan.to_dict(), micro_batch=b, micro_batches=micro_batches, cut=cut)
 
     comm = {k: {"forward": c["forward"], "backward": c["backward"]} for k, c in comm.items()}
     local_row = (work["local"], max(work["local"]), comm["local"], memory["local"])
@@ -218,10 +220,10 @@ def pipeline_estimate(make_net: Callable[[], BlockNet | nn.Sequential], x: torch
     return est
 
 
-def _learners(make_net, x: torch.Tensor, y: torch.Tensor, devices: int, num_classes: int, balance: str
+def _learners(make_net, x: torch.Tensor, y: torch.Tensor, devices: int, num_classes: int, cut: str
               ) -> tuple[methods.Learner, methods.Learner, str]:
     """The net as backprop and as the local pipeline's method, one chunk per device cut by
-    ``balance``: (backprop learner, local learner, the local method's name)."""
+    ``cut``: (backprop learner, local learner, the local method's name)."""
     if isinstance(make_net, (nn.Module, list, tuple)):
         model = make_net
         make_net = lambda: copy.deepcopy(model)  # noqa: E731  (two independent copies of the model)
@@ -234,17 +236,17 @@ def _learners(make_net, x: torch.Tensor, y: torch.Tensor, devices: int, num_clas
     n_blocks = len(bp.net.blocks)
     if devices > n_blocks:
         raise ValueError(f"devices={devices} is more than the {n_blocks} blocks of the net; use at most {n_blocks}")
-    if balance == "blocks":
+    if cut == "blocks":
         method = f"chunked-{devices}"
     else:
-        if balance == "time":
+        if cut == "time":
             work = _block_seconds(bp.net, x, y)
         else:
             bp_costs = cost.module_costs(bp, x, y)
             blocks_fwd = bp_costs[bp_costs["block"] >= 0].set_index("block")["forward"]
             work = [float(blocks_fwd.loc[i]) for i in range(n_blocks)]
             work[-1] += float(bp_costs[bp_costs["block"] < 0]["forward"].sum())
-        method = "chunked@" + ",".join(str(s) for s in balanced_split(work, devices))
+        method = "chunked@" + ",".join(str(s) for s in balanced_cut(work, devices))
     return bp, methods.build(make_net(), method, **wrap), method
 
 

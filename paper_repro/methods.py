@@ -13,7 +13,7 @@ parameter's ``.grad`` exactly that parameter's local update:
                    ``n % K`` chunks get the extra block); backprop inside a chunk.
 * ``chunked@A,B``  the same with chunks chosen by their first blocks: here ``[0, A)``,
                    ``[A, B)``, ``[B, n)``. A pipeline whose stages are cut by measured time
-                   (``balance="time"``, ``bench pipeline --cut time``) records its method
+                   (``cut="time"``, ``bench pipeline --cut time``) records its method
                    this way: ``chunked@4`` is two chunks, blocks 0-3 and blocks 4 to n-1.
 
 Every module's input is detached (stop-gradient), so no gradient crosses a module

@@ -94,10 +94,19 @@ def schedule_name(name: str, valid: tuple[str, ...] = SIMULATED_SCHEDULES) -> st
     return name
 
 
-def check_cut(balance: str, valid: tuple[str, ...] = CUTS) -> str:
-    """``balance`` if it is one of ``valid`` cut rules, else ValueError naming it."""
-    if balance not in valid:
-        raise ValueError(f"unknown balance {balance!r}; valid: {', '.join(valid)}")
+def check_cut(cut: str, valid: tuple[str, ...] = CUTS) -> str:
+    """``cut`` if it is one of ``valid`` cut rules, else ValueError naming it."""
+    if cut not in valid:
+        raise ValueError(f"unknown cut {cut!r}; valid: {', '.join(valid)}")
+    return cut
+
+
+def former_cut(cut: str, balance: str | None, where: str) -> str:
+    """The cut rule of a call that may still name it ``balance=`` (its former keyword, taken for
+    one release with a FutureWarning); ``cut`` otherwise."""
+    if balance is None:
+        return cut
+    warnings.warn(f"{where}(balance=...) is now {where}(cut=...)", FutureWarning, stacklevel=3)
     return balance
 
 

@@ -8,8 +8,8 @@ Each tool hands :func:`format_table` records with these keys (missing ones print
 * ``comm_bytes_per_sample``: ``{"forward": bytes, "backward": bytes}`` between devices;
 * ``peak_mem_bytes_per_stage``: a list, one per stage;
 * ``busy_fraction_per_stage``: a list of fractions of the time each stage computes;
-* ``split``: the stage cut, ``{"blocks": [[block, ...] per stage], ...}`` (``bench``'s
-  :meth:`~paper_repro.distributed.split.StagePlan.to_dict`; virtual stages in order for the
+* ``stage_plan``: the stage cut, ``{"blocks": [[block, ...] per stage], ...}`` (``bench``'s
+  :meth:`~paper_repro.distributed.cut.StagePlan.to_dict`; virtual stages in order for the
   schedules with two stages per process);
 * ``samples_per_s_runs``: samples/s of every repeat, when ``samples_per_s`` is their median.
 
@@ -62,11 +62,17 @@ def _busy(r: dict):
     return busy if busy is not None else r.get("busy_per_stage")    # simulate's records of earlier releases
 
 
+def stage_plan(record: dict) -> dict | None:
+    """The stage cut a record holds (``stage_plan``; ``split`` in records of earlier releases),
+    None if it holds none."""
+    return record.get("stage_plan", record.get("split"))
+
+
 def cut_text(record: dict) -> str:
     """The stage cut of ``record`` compactly: each stage's first-last block (``0-2 3-7 8-8``);
     ``-`` when the record holds no cut."""
-    split = record.get("split")
-    blocks = split.get("blocks") if isinstance(split, dict) else None
+    plan = stage_plan(record)
+    blocks = plan.get("blocks") if isinstance(plan, dict) else None
     if not blocks:
         return "-"
     return " ".join(f"{b[0]}-{b[-1]}" for b in blocks)

@@ -47,7 +47,7 @@ from . import settings, train
 from .distributed.config import PipelineConfig
 from .distributed.bench import run_pipeline
 from .distributed.inputs import data_spec
-from .distributed.timing import chunk_split
+from .distributed.timing import chunk_cut
 from .simulate.memory import MetaNet, stage_memory
 
 DEVICES = ("cpu", "cuda")
@@ -99,7 +99,7 @@ def pipeline_configs(device: str, stages: int) -> list[PipelineConfig]:
     deep enough for one local module (two blocks) per stage, cut by times measured on the device
     (on a GPU, its first: the measured cut's own check)."""
     common = dict(model="mlp", model_kwargs=dict(depth=max(4, 2 * stages), width=1024), stages=stages,
-                  balance="time",
+                  cut="time",
                   micro_batch=64, micro_batches=max(4, stages), steps=2, warmup_steps=1, device=device,
                   timeout=60.0, init_timeout=60.0)
     schedules = ["local"] + (["1f1b-recompute"] if stages >= 2 else [])
@@ -112,13 +112,13 @@ def pipeline(device: str) -> dict:
     numbers = {"backend": "gloo" if device == "cpu" else "nccl", "stages": stages}
     if stages < 2:      # one GPU runs one stage, which needs no cut: time a two-stage cut on it anyway
         probe = pipeline_configs(device, 2)[0]
-        numbers["two_stage_cut_timed_on_device"] = chunk_split(probe, data_spec(probe)[1])
+        numbers["two_stage_cut_timed_on_device"] = chunk_cut(probe, data_spec(probe)[1])
     for r in records:
         if not (r["samples_per_s"] and r["samples_per_s"] > 0):
             raise RuntimeError(f"schedule {r['schedule']}: no throughput measured ({r['samples_per_s']!r})")
         numbers[r["schedule"]] = {"samples_per_s": r["samples_per_s"],
                                   "busy_fraction_per_stage": r["busy_fraction_per_stage"],
-                                  "memory_per_stage": r["memory_per_stage"], "cut": r["split"]["blocks"]}
+                                  "memory_per_stage": r["memory_per_stage"], "cut": r["stage_plan"]["blocks"]}
     return numbers
 
 

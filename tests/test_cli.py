@@ -74,7 +74,7 @@ def test_bench_pipeline_takes_its_options_and_defaults_from_the_torch_free_field
     pipeline = dict(_subparsers(cli.build_parser()))["bench pipeline"]
     args = pipeline.parse_args([])
     defaults = PipelineConfig()
-    for key in ("stages", "micro_batches", "steps", "warmup_steps", "balance", "dtype", "device", "prefetch",
+    for key in ("stages", "micro_batches", "steps", "warmup_steps", "cut", "dtype", "device", "prefetch",
                 "timeout", "image_size", "optimizer", "lr"):
         assert getattr(args, key) == getattr(defaults, key), key
     assert args.micro_batch == [defaults.micro_batch] and args.schedule == ["local"]
@@ -140,13 +140,13 @@ def test_a_batch_larger_than_the_training_set_is_refused(capsys):
 def test_the_cut_options_keep_their_former_spellings_for_a_release(command, capsys):
     parser = cli.build_parser()
     new = parser.parse_args(command + ["--cut", "flops"])
-    assert new.balance == "flops" and "warning" not in capsys.readouterr().err
+    assert new.cut == "flops" and "warning" not in capsys.readouterr().err
     old = parser.parse_args(command + ["--balance", "flops"])
-    assert old.balance == "flops"
+    assert old.cut == "flops"
     assert "warning: --balance is now --cut; --balance goes in the next release" in capsys.readouterr().err
     if command[0] != "simulate":
-        for former, spelling, dest in (("--split", "--cut-at", "split"),
-                                       ("--block-split", "--cut-at-blocks", "block_split")):
+        for former, spelling, dest in (("--split", "--cut-at", "cut_at"),
+                                       ("--block-split", "--cut-at-blocks", "cut_at_blocks")):
             assert getattr(parser.parse_args(command + [spelling, "1,2"]), dest) == [1, 2]
             assert getattr(parser.parse_args(command + [former, "1,2"]), dest) == [1, 2]
             assert f"warning: {former} is now {spelling}" in capsys.readouterr().err

@@ -74,7 +74,7 @@ def test_training_on_gpu_processes_equals_one_process_on_the_gpu(tmp_path):
     n = min(2, torch.cuda.device_count())
     net = dict(depth=4, width=32)
     run = train_stages(PipelineConfig(model="mlp", model_kwargs=net, dataset="digits", stages=n, schedule="local",
-                                      method="greedy", balance="blocks", micro_batch=16, micro_batches=4, steps=10,
+                                      method="greedy", cut="blocks", micro_batch=16, micro_batches=4, steps=10,
                                       lr=1e-3, device="cuda"),
                        TrainingFields(eval_every=20, eval_every_examples=320, save=str(tmp_path / "m.pt")),
                        progress=False)

@@ -35,11 +35,11 @@ LOCAL_M = dict(schedule="local", stages=2, method="chunked-2", dtype="float64", 
 
 def _configs(stages, tmp):
     local = [PipelineConfig(schedule="local", stages=stages, method=method, save_params=str(tmp / f"local{i}"),
-                            split=GREEDY_SPLIT[stages] if model == "mlp" else None, update_every=every,
+                            cut_at=GREEDY_SPLIT[stages] if model == "mlp" else None, update_every=every,
                             **MODELS[model], **SMALL)
              for i, (model, method, every) in enumerate(LOCAL_RUNS[stages])]
     # the baselines: same stage cut as chunked-S, SGD so that "equals backprop" can be checked closely
-    base = [PipelineConfig(schedule=s, stages=stages, optimizer="sgd", lr=0.1, save_params=str(tmp / s), balance="blocks",
+    base = [PipelineConfig(schedule=s, stages=stages, optimizer="sgd", lr=0.1, save_params=str(tmp / s), cut="blocks",
                            **MODELS["mlp"], **{**SMALL, "micro_batches": 4}) for s in BASELINES]
     local_m = [PipelineConfig(save_params=str(tmp / "local_m"), **LOCAL_M)]
     return local + (base + local_m if stages == 2 else base[:1])
@@ -164,7 +164,7 @@ def test_baselines_compute_backprop_and_send_gradients_back(launched):
         for cfg, record in base:
             if "zb" in cfg.schedule or "interleaved" in cfg.schedule or "dualpipev" in cfg.schedule:
                 held = sorted(b for st in record["per_stage"] for blocks in st["stage_blocks"] for b in blocks)
-                assert held == list(range(5)) and len(record["block_split"]) == 3, cfg.schedule
+                assert held == list(range(5)) and len(record["cut_at_blocks"]) == 3, cfg.schedule
     for cfg, record in base:
         assert record["schedule"] == cfg.schedule and record["samples_per_s"] > 0
         ref = backprop_reference(cfg, stages if cfg.schedule == "ddp" else 1).state_dict()
@@ -184,7 +184,7 @@ def test_baselines_compute_backprop_and_send_gradients_back(launched):
             expected = steps * grads * 2 * (stages - 1) / (cfg.micro_batch * cfg.micro_batches * steps)
             assert record["comm_bytes_per_sample"] == {"forward": 0, "backward": expected}
             continue
-        if record["block_split"] is not None:  # the boundaries between processes of the four stages
+        if record["cut_at_blocks"] is not None:  # the boundaries between processes of the four stages
             _, spec = data_spec(cfg)
             crossing = [b["after_block"] for b in record["boundaries"]]
             acts, _ = boundary_bytes(cfg, build_learner(cfg, spec), spec, crossing, with_labels=False)
@@ -206,7 +206,7 @@ def test_local_sends_half_the_bytes_of_pipelined_backprop(launched):
     stages, _, configs, records = launched
     mlp_local = next(r for c, r in zip(configs, records) if c.schedule == "local" and c.model == "mlp")
     gpipe = next(r for c, r in zip(configs, records) if c.schedule == "gpipe")
-    assert mlp_local["split"]["send_blocks"] == gpipe["split"]["send_blocks"]  # same cut
+    assert mlp_local["stage_plan"]["send_blocks"] == gpipe["stage_plan"]["send_blocks"]  # same cut
     local_acts = mlp_local["comm_bytes_detail_per_sample"]["forward_activations"]
     gpipe_acts = gpipe["comm_bytes_per_sample"]["forward"] - gpipe["comm_bytes_detail_per_sample"]["forward_labels"]
     assert local_acts / (gpipe_acts + gpipe["comm_bytes_per_sample"]["backward"]) == 0.5
@@ -305,7 +305,7 @@ def test_the_gpus_event_timing_runs_through_real_pipelines(monkeypatch):
     stand-ins: every phase of the local pipeline and of 1F1B is read, and adds up within the window."""
     from paper_repro.distributed.stopwatch import CLOCK_ENV
     monkeypatch.setenv(CLOCK_ENV, "events")
-    cfgs = [PipelineConfig(schedule=s, stages=2, balance="blocks", **MODELS["mlp"], **{**SMALL, "steps": 2})
+    cfgs = [PipelineConfig(schedule=s, stages=2, cut="blocks", **MODELS["mlp"], **{**SMALL, "steps": 2})
             for s in ("local", "1f1b")]
     for r in run_pipeline(cfgs, progress=False):
         for st in r["per_stage"]:
@@ -322,7 +322,7 @@ def test_prefetched_inputs_train_exactly_as_drawn_in_line(tmp_path):
     """Drawing stage 0's inputs ahead in a thread changes when they are drawn, not what they are:
     every stage ends with the same parameters, bit for bit, on the local pipeline and on 1F1B."""
     runs = [(s, p) for s in ("local", "1f1b") for p in ("off", "on")]
-    cfgs = [PipelineConfig(schedule=s, stages=2, balance="flops", dtype="float64", prefetch=p,
+    cfgs = [PipelineConfig(schedule=s, stages=2, cut="flops", dtype="float64", prefetch=p,
                            save_params=str(tmp_path / f"{s}_{p}"), **MODELS["mlp"], **{**SMALL, "steps": 2})
             for s, p in runs]
     records = run_pipeline(cfgs, progress=False)

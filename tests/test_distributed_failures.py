@@ -184,7 +184,7 @@ def test_cuda_stages_need_a_gpu_each_before_any_process_starts(monkeypatch):
     with pytest.raises(ValueError, match="2 stage processes on device 'cuda' need 2 GPUs here .* 1 visible"):
         launcher.launch([cfg], progress=False)
     with pytest.raises(ValueError, match="need 2 GPUs here"):
-        run_pipeline(dataclasses.replace(cfg, balance="time"), progress=False)
+        run_pipeline(dataclasses.replace(cfg, cut="time"), progress=False)
     with pytest.raises(ValueError, match="same device"):
         launcher.launch([cfg, PipelineConfig(schedule="local", stages=2, **TINY)], progress=False)
 
@@ -194,7 +194,7 @@ def test_cuda_stages_need_a_gpu_each_before_any_process_starts(monkeypatch):
     (dict(schedule="1f1b", micro_batches=1), "needs micro_batches >= stages"),
     (dict(schedule="ddp", micro_batches=3), "must be a multiple of stages"),
     (dict(stages=9), "stages=9 is more than the 4 local modules"),
-    (dict(split=[0]), "split must list 1 increasing module indices"),
+    (dict(cut_at=[0]), "cut_at must list 1 increasing module indices"),
     (dict(dtype="int8"), "unknown dtype 'int8'"),
     (dict(init_timeout=0), "init_timeout must be a positive number of seconds, got 0"),
 ])

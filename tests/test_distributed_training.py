@@ -39,7 +39,7 @@ def single(method: str, batch: int, steps: int, **kw) -> train.TrainResult:
 
 def stages(schedule="local", method="greedy", **kw) -> PipelineConfig:
     return PipelineConfig(**{**NET, **kw.pop("net", {})}, dataset="digits", schedule=schedule, method=method,
-                          balance="blocks", threads=1, **{"stages": 2, "lr": 3e-3, **kw})
+                          cut="blocks", threads=1, **{"stages": 2, "lr": 3e-3, **kw})
 
 
 def without_time(frame: pd.DataFrame) -> pd.DataFrame:

@@ -12,12 +12,12 @@ from paper_repro.data import InputSpec
 from paper_repro.distributed import report
 from paper_repro.distributed.memory import SavedTensorMeter, saved_bytes_of, state_bytes
 from paper_repro.distributed.config import PipelineConfig
-from paper_repro.distributed.split import balanced_split, boundary_info, plan_stages
+from paper_repro.distributed.cut import balanced_cut, boundary_info, plan_stages
 from paper_repro.distributed.timing import predicted_comm
 from paper_repro.distributed.inputs import data_spec
 from paper_repro.distributed import planning, timing
 from paper_repro.distributed.options import expand
-from paper_repro.distributed.timing import module_times, time_split
+from paper_repro.distributed.timing import module_times, time_cut
 
 
 @pytest.mark.parametrize("costs,stages,expected", [
@@ -27,7 +27,7 @@ from paper_repro.distributed.timing import module_times, time_split
     ([3, 3, 3], 3, [1, 2]),
 ])
 def test_balanced_split_minimises_the_largest_stage(costs, stages, expected):
-    assert balanced_split(costs, stages) == expected
+    assert balanced_cut(costs, stages) == expected
 
 
 def _brute_force_best(costs, stages, send):
@@ -55,7 +55,7 @@ def test_balanced_split_with_send_costs_is_optimal_on_random_costs():
         stages = int(torch.randint(1, n + 1, (1,), generator=gen))
         costs = torch.rand(n, generator=gen).tolist()
         send = (torch.rand(n, generator=gen) * (trial % 3)).tolist()
-        starts = balanced_split(costs, stages, send)
+        starts = balanced_cut(costs, stages, send)
         assert len(starts) == stages - 1 and starts == sorted(set(starts))
         assert max(_stage_costs(costs, starts, send)) == pytest.approx(_brute_force_best(costs, stages, send))
 
@@ -68,7 +68,7 @@ def test_balanced_split_with_first_item_costs_is_optimal_on_random_costs():
         stages = int(torch.randint(1, n + 1, (1,), generator=gen))
         costs = (torch.rand(n, generator=gen) + 0.5).tolist()
         first = (-0.5 * torch.rand(n, generator=gen)).tolist()
-        starts = balanced_split(costs, stages, first=first)
+        starts = balanced_cut(costs, stages, first=first)
 
         def worst(cut):
             bounds = [0, *cut, n]
@@ -76,18 +76,18 @@ def test_balanced_split_with_first_item_costs_is_optimal_on_random_costs():
         assert len(starts) == stages - 1
         assert worst(starts) == pytest.approx(min(worst(list(c)) for c in itertools.combinations(range(1, n), stages - 1)))
     # a discount on the first item of a stage moves the cut onto the item that gains most
-    assert balanced_split([1, 1, 1, 1], 2, first=[0, 0, 0, 0]) == [2]
-    assert balanced_split([1, 1, 1, 1], 2, first=[0, -1.5, 0, 0]) == [1]  # [0] | [1..3] - 1.5 = 1.5 vs 2 | 2
+    assert balanced_cut([1, 1, 1, 1], 2, first=[0, 0, 0, 0]) == [2]
+    assert balanced_cut([1, 1, 1, 1], 2, first=[0, -1.5, 0, 0]) == [1]  # [0] | [1..3] - 1.5 = 1.5 vs 2 | 2
     with pytest.raises(ValueError, match="first must have one cost per item"):
-        balanced_split([1, 1], 2, first=[0])
+        balanced_cut([1, 1], 2, first=[0])
 
 
 def test_send_costs_move_the_cut_away_from_an_expensive_boundary():
     # equal compute: without send costs the cut is in the middle; sending item 1's output is dear
-    assert balanced_split([1, 1, 1, 1], 2) == [2]
-    assert balanced_split([1, 1, 1, 1], 2, [0, 5, 0, 0]) == [1]  # stage 0 = [0] + send 0 = 1 vs [0,1] + 5
+    assert balanced_cut([1, 1, 1, 1], 2) == [2]
+    assert balanced_cut([1, 1, 1, 1], 2, [0, 5, 0, 0]) == [1]  # stage 0 = [0] + send 0 = 1 vs [0,1] + 5
     with pytest.raises(ValueError, match="cannot cut 3 items into stages=4"):
-        balanced_split([1, 1, 1], 4)
+        balanced_cut([1, 1, 1], 4)
 
 
 def test_plan_sends_the_input_block_of_the_next_stage():
@@ -96,9 +96,9 @@ def test_plan_sends_the_input_block_of_the_next_stage():
     assert plan.modules == [[0], [1], [2]] and plan.blocks == [[0, 1], [2, 3], [4, 5]]
     assert plan.send_blocks == [learner.input_block(1), learner.input_block(2)] == [1, 3]
     greedy = methods.build(models.mlp(depth=6, width=8, in_dim=4), "greedy")
-    assert plan_stages(greedy, 2, split=[4]).blocks == [[0, 1, 2, 3], [4, 5]]
+    assert plan_stages(greedy, 2, cut_at=[4]).blocks == [[0, 1, 2, 3], [4, 5]]
     with pytest.raises(ValueError, match="shares block 3 between local module 2 .stage 0. and local module 3"):
-        plan_stages(methods.build(models.mlp(depth=6, width=8, in_dim=4), "overlapping"), 2, split=[3])
+        plan_stages(methods.build(models.mlp(depth=6, width=8, in_dim=4), "overlapping"), 2, cut_at=[3])
 
 
 def test_saved_tensor_meter_counts_what_autograd_keeps_and_releases_it():
@@ -150,7 +150,7 @@ def test_comm_only_cli_writes_json(tmp_path, capsys):
         for block in net.eval().blocks:
             h = block(h)
             outs.append(h.numel() * 4)
-    acts = sum(outs[b] for b in local["split"]["send_blocks"])
+    acts = sum(outs[b] for b in local["stage_plan"]["send_blocks"])
     assert local["comm_bytes_per_sample"] == {"forward": acts + 8 * 2, "backward": 0}
     assert gpipe["comm_bytes_per_sample"] == {"forward": acts + 8, "backward": acts}
     params = sum(p.numel() * 4 for p in net.parameters())
@@ -211,10 +211,10 @@ def test_module_times_measure_every_module_and_leave_the_learner_alone():
     assert times["send"][-1] == 0.0  # the last module sends nothing
     assert all(torch.equal(before[k], v) for k, v in learner.state_dict().items())
     assert all(p.grad is None for p in learner.parameters())
-    split = time_split(learner, spec, cfg)
+    split = time_cut(learner, spec, cfg)
     assert len(split) == 1 and 1 <= split[0] <= 3
     with pytest.raises(ValueError, match="stages=5 is more than the 4 local modules"):
-        time_split(learner, spec, PipelineConfig(stages=5))
+        time_cut(learner, spec, PipelineConfig(stages=5))
 
 
 def test_local_slash_m_expands_to_one_step_per_step():
@@ -229,7 +229,7 @@ def test_the_default_cut_balances_measured_time(monkeypatch):
     """Without --cut-at the cut follows the measured module times (here hand-made ones that
     put the cut where FLOPs would not) and the record of the config says so."""
     cfg = PipelineConfig(model="mlp", model_kwargs={"depth": 4, "width": 16}, image_size=4, stages=2, method="greedy")
-    assert cfg.balance == "time"
+    assert cfg.cut == "time"
     made = {"compute": [1.0, 1.0, 1.0, 5.0], "send": [0.0, 0.0, 0.0, 0.0]}
     seen = []
 
@@ -239,7 +239,7 @@ def test_the_default_cut_balances_measured_time(monkeypatch):
     monkeypatch.setattr(timing, "module_times", fake_times)
     plan = planning.prepare(cfg).stages
     assert seen and plan.modules == [[0, 1, 2], [3]]
-    flops = planning.prepare(PipelineConfig(**{**cfg.to_dict(), "balance": "flops"})).stages
+    flops = planning.prepare(PipelineConfig(**{**cfg.to_dict(), "cut": "flops"})).stages
     assert flops.modules != plan.modules and len(seen) == 1
 
 
@@ -268,11 +268,11 @@ def test_the_default_local_method_is_one_chunk_per_stage_cut_by_measured_time(mo
     # blocks cost 0.75 each but the last (5); a chunk ending at block i < 3 pays its head (0.25)
     assert planned.method == "chunked@3" and learner.module_blocks == [[0, 1, 2], [3]]
     assert cfg.method is None                        # the config is left as it was
-    assert plan.modules == [[0], [1]] and plan.blocks == [[0, 1, 2], [3]] and planned.split == [1]
-    blocks = PipelineConfig(**{**cfg.to_dict(), "method": None, "balance": "blocks"})
+    assert plan.modules == [[0], [1]] and plan.blocks == [[0, 1, 2], [3]] and planned.cut_at == [1]
+    blocks = PipelineConfig(**{**cfg.to_dict(), "method": None, "cut": "blocks"})
     planned = planning.prepare(blocks)
     assert planned.learner.module_blocks == [[0, 1], [2, 3]] and planned.method == "chunked-2"
-    flops = PipelineConfig(**{**cfg.to_dict(), "method": None, "balance": "flops"})
+    flops = PipelineConfig(**{**cfg.to_dict(), "method": None, "cut": "flops"})
     assert planning.prepare(flops).method.startswith("chunked@")
 
 
@@ -308,7 +308,7 @@ def test_pipelined_backprop_is_cut_for_one_optimizer_step_per_step(monkeypatch):
     monkeypatch.setattr(timing, "module_times", fake_times)
     common = dict(model="mlp", model_kwargs={"depth": 4, "width": 8}, image_size=4, stages=2, micro_batches=8)
     for schedule, every in (("local", 1), ("local", 4), ("1f1b", 1), ("zbv", 1)):
-        planning.prepare(PipelineConfig(schedule=schedule, update_every=every, balance="time", block_split=[1, 2, 3],
+        planning.prepare(PipelineConfig(schedule=schedule, update_every=every, cut="time", cut_at_blocks=[1, 2, 3],
                                    **common))
     assert seen == [1, 4, 8, 8]
 
@@ -467,7 +467,7 @@ def test_a_cut_measured_apart_is_the_cut_measured_here():
     the plan that comes back is the one this process makes."""
     from paper_repro.distributed.bench import measured_cut
     cfg = PipelineConfig(model="mlp", model_kwargs={"depth": 4, "width": 16}, image_size=4, stages=2,
-                         balance="blocks", schedule="1f1b")
+                         cut="blocks", schedule="1f1b")
     here = measured_cut(cfg)
     assert here == measured_cut(cfg, apart=True) == (None, [1], None)      # two chunks of two blocks
 
@@ -554,3 +554,27 @@ def test_synthetic_input_text_feeds_a_token_model_of_your_own(capsys):
     assert data_spec(images) == (None, InputSpec(kind="image", num_classes=7, input_shape=(3, 5, 5), seq_len=None))
     with pytest.raises(ValueError, match="unknown input 'audio'; valid: image, text"):
         PipelineConfig(model="mlp", input="audio").validate()
+
+
+def test_the_former_names_of_the_cut_still_read_for_one_release(tmp_path):
+    """``split``/``balance``/``block_split`` became ``cut_at``/``cut``/``cut_at_blocks``: the old
+    field names read the new ones with a FutureWarning; records and checkpoint manifests of the
+    earlier release are read under the new names; the renamed functions still resolve."""
+    import paper_repro.distributed as distributed
+    from paper_repro.distributed.training import read_manifest
+    from paper_repro.report_table import cut_text, stage_plan
+    cfg = PipelineConfig(cut="flops", cut_at=[2], cut_at_blocks=[1, 2, 3])
+    for former, value in (("balance", "flops"), ("split", [2]), ("block_split", [1, 2, 3])):
+        with pytest.warns(FutureWarning, match=f"the pipeline field '{former}' is now"):
+            assert getattr(cfg, former) == value
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        cfg.nope
+    earlier = {"split": {"blocks": [[0, 1], [2]]}, "balance": "time"}
+    assert stage_plan(earlier) == {"blocks": [[0, 1], [2]]} and cut_text(earlier) == "0-1 2-2"
+    assert stage_plan({"stage_plan": {"blocks": [[0]]}}) == {"blocks": [[0]]} and stage_plan({}) is None
+    (tmp_path / "manifest.json").write_text(json.dumps({"world": 2, "config": {"split": [3], "balance": "time",
+                                                                               "block_split": None, "lr": 0.1}}))
+    assert read_manifest(tmp_path)["config"] == {"cut_at": [3], "cut": "time", "cut_at_blocks": None, "lr": 0.1}
+    for former, current in (("balanced_split", balanced_cut), ("time_split", time_cut)):
+        with pytest.warns(FutureWarning, match=f"paper_repro.distributed.{former} is now"):
+            assert getattr(distributed, former) is current

@@ -79,4 +79,4 @@ def test_the_former_column_names_read_the_new_ones_with_a_warning_for_one_releas
 
 
 def test_every_row_carries_the_cut(table):
-    assert all(row["split"]["blocks"] == [[0], [1], [2], [3]] for row in table.to_dict("records"))
+    assert all(row["stage_plan"]["blocks"] == [[0], [1], [2], [3]] for row in table.to_dict("records"))

@@ -11,6 +11,7 @@ from paper_repro import methods
 from paper_repro.distributed.bench import run_pipeline
 from paper_repro.distributed.memory import SavedTensorMeter
 from paper_repro.distributed import PipelineConfig, build_learner, data_spec
+from paper_repro.report_table import stage_plan
 from paper_repro.simulate.memory import MetaNet, stage_memory
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,7 +55,7 @@ def _check(records, configs, tolerance):
     worst = 0.0
     for cfg, r in zip(configs, records):
         predicted = stage_memory(MetaNet(cfg), r["schedule"], cfg.stages, r["micro_batch"], cfg.micro_batches,
-                                 r["split"]["blocks"], cfg.optimizer, cfg.max_in_flight)
+                                 stage_plan(r)["blocks"], cfg.optimizer, cfg.max_in_flight)
         for s, (m, p) in enumerate(zip(r["memory_per_stage"], predicted)):
             err = abs(p["saved_for_backward"] / m["saved_for_backward"] - 1)
             assert err <= tolerance, (cfg.model, r["schedule"], r["micro_batch"], s, m, p)

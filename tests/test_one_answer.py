@@ -119,11 +119,11 @@ def _default(parser_name: str, dest: str):
 
 def test_the_three_tools_default_to_the_measured_time_cut():
     assert names.DEFAULT_CUT == "time"
-    assert inspect.signature(estimate.pipeline_estimate).parameters["balance"].default == names.DEFAULT_CUT
-    assert inspect.signature(api.run).parameters["balance"].default == names.DEFAULT_CUT
-    assert inspect.signature(costs.pieces).parameters["balance"].default == names.DEFAULT_CUT
-    assert PipelineConfig().balance == names.DEFAULT_CUT
-    assert _default("simulate", "balance") == _default("bench pipeline", "balance") == names.DEFAULT_CUT
+    assert inspect.signature(estimate.pipeline_estimate).parameters["cut"].default == names.DEFAULT_CUT
+    assert inspect.signature(api.run).parameters["cut"].default == names.DEFAULT_CUT
+    assert inspect.signature(costs.pieces).parameters["cut"].default == names.DEFAULT_CUT
+    assert PipelineConfig().cut == names.DEFAULT_CUT
+    assert _default("simulate", "cut") == _default("bench pipeline", "cut") == names.DEFAULT_CUT
 
 
 def tiny_resnet():
@@ -136,22 +136,30 @@ def test_estimate_simulate_and_bench_name_the_same_schedules_and_cut_on_a_small_
     x, y = torch.randn(4, 3, 8, 8), torch.randint(10, (4,))
     est = estimate.pipeline_estimate(tiny_resnet, x, y, devices=4)
     assert set(est["schedule"]) - {"backprop"} <= set(names.RUN_NAMES)
-    assert set(est["balance"]) == {"time"}
+    assert set(est["cut"]) == {"time"}
     assert est.loc[est["schedule"] == "local", "method"].item().startswith("chunked@")
     cfg = PipelineConfig(model="resnet18", model_kwargs={"width": 4}, image_size=8, stages=4, micro_batch=4,
                          micro_batches=8, steps=1, warmup_steps=0).validate()
     bc = api.calibration(cfg, reps=1)
     sim = api.run(cfg, ["local", "local/M", "1f1b", "1f1b-recompute"], [4], block_costs=bc, memory=False)
     assert [r["schedule"] for r in sim] == ["local", "local/M", "1f1b", "1f1b-recompute"]
-    assert {r["balance"] for r in sim} == {"time"}
+    assert {r["cut"] for r in sim} == {"time"}
     assert set(est["schedule"]) - {"backprop"} <= {r["schedule"] for r in sim}
     # every cut rule is accepted by every tool
-    for balance in names.CUTS:
-        estimate.pipeline_estimate(tiny_resnet, x, y, devices=4, balance=balance)
-        api.run(cfg, ["1f1b"], [4], block_costs=bc, memory=False, balance=balance)
-        PipelineConfig(model="resnet18", balance=balance).validate()
-    with pytest.raises(ValueError, match="unknown balance 'even'"):
-        estimate.pipeline_estimate(tiny_resnet, x, y, devices=4, balance="even")
+    for cut in names.CUTS:
+        estimate.pipeline_estimate(tiny_resnet, x, y, devices=4, cut=cut)
+        api.run(cfg, ["1f1b"], [4], block_costs=bc, memory=False, cut=cut)
+        PipelineConfig(model="resnet18", cut=cut).validate()
+    for bad in (lambda: estimate.pipeline_estimate(tiny_resnet, x, y, devices=4, cut="even"),
+                lambda: PipelineConfig(model="resnet18", cut="even").validate()):
+        with pytest.raises(ValueError, match="unknown cut 'even'"):
+            bad()
+    # the former keyword, for one release: the same cut, with a FutureWarning naming the new one
+    with pytest.warns(FutureWarning, match=r"pipeline_estimate\(balance=...\) is now pipeline_estimate\(cut=...\)"):
+        former = estimate.pipeline_estimate(tiny_resnet, x, y, devices=4, balance="blocks")
+    assert set(former["cut"]) == {"blocks"}
+    with pytest.warns(FutureWarning, match=r"run\(balance=...\) is now run\(cut=...\)"):
+        assert {r["cut"] for r in api.run(cfg, ["1f1b"], [4], block_costs=bc, memory=False, balance="flops")} == {"flops"}
 
 
 # -------------------------------------------------------------------------------- the table
@@ -186,7 +194,7 @@ def test_the_table_has_every_column_a_legend_and_every_stage():
 def test_the_three_tools_print_that_table():
     torch.manual_seed(0)
     x, y = torch.randn(4, 3, 8, 8), torch.randint(10, (4,))
-    est = estimate.pipeline_estimate(tiny_resnet, x, y, devices=4, balance="blocks")
+    est = estimate.pipeline_estimate(tiny_resnet, x, y, devices=4, cut="blocks")
     header = report_table.format_table([]).splitlines()[0]
     assert str(est).splitlines()[0] == repr(est).splitlines()[0] == est.to_string().splitlines()[0] == header
     assert "x1f1b-recompute" in str(est) and "speedup" in est.columns     # the DataFrame is still there

@@ -21,7 +21,7 @@ SHUFFLED = ["1f1b-recompute", "local/M", "1f1b", "local"]
 TINY = dict(model="mlp", model_kwargs={"depth": 4, "width": 8}, image_size=4, stages=2, micro_batches=16)
 # the keys every tool's records share for the same quantities, and the former names kept one release
 SHARED = ("schedule", "stages", "micro_batch", "micro_batches", "samples_per_s", "comm_bytes_per_sample",
-          "peak_mem_bytes_per_stage", "busy_fraction_per_stage", "split", "balance")
+          "peak_mem_bytes_per_stage", "busy_fraction_per_stage", "stage_plan", "cut")
 FORMER = {"busy_per_stage": "busy_fraction_per_stage", "devices": "stages", "peak_memory_bytes":
           "peak_mem_bytes_per_stage"}
 
@@ -44,14 +44,14 @@ def four_blocks():
 def est():
     torch.manual_seed(0)
     return estimate.pipeline_estimate(four_blocks, torch.randn(8, 8), torch.randint(4, (8,)), devices=2,
-                                      num_classes=4, balance="blocks")
+                                      num_classes=4, cut="blocks")
 
 
 @pytest.fixture(scope="module")
 def simulated():
     cfg = PipelineConfig(**TINY, micro_batch=8).validate()
     return api.run(cfg, SHUFFLED + ["interleaved-1f1b"], [8], block_costs=api.calibration(cfg, reps=1),
-                   balance="blocks")
+                   cut="blocks")
 
 
 def fake_launch(configs, **_):
@@ -69,14 +69,14 @@ def fake_launch(configs, **_):
                                  micro_batches=cfg.micro_batches)))) + k,
                         busy_fraction_per_stage=[0.5, 0.6], peak_mem_bytes_per_stage=[2 ** 20, 2 ** 21],
                         comm_bytes_per_sample={"forward": 40.0, "backward": 0.0 if local else 32.0},
-                        split={"modules": [[0], [1]], "blocks": [[0, 1], [2, 3]], "send_blocks": [1]},
-                        balance=cfg.balance))
+                        stage_plan={"modules": [[0], [1]], "blocks": [[0, 1], [2, 3]], "send_blocks": [1]},
+                        cut=cfg.cut))
     return out
 
 
 @pytest.fixture(scope="module")
 def benched():
-    configs = expand(dict(TINY, balance="blocks"), SHUFFLED, [8], repeats=3)
+    configs = expand(dict(TINY, cut="blocks"), SHUFFLED, [8], repeats=3)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(bench, "launch", fake_launch)
         return bench.run_pipeline(configs, progress=False)
@@ -141,7 +141,7 @@ def test_bench_records_local_M_as_its_own_schedule():
 
 def test_the_validation_study_replays_a_local_M_record_as_local_M():
     r = dict(schedule="local/M", update_every=16, micro_batches=16, stages=2, micro_batch=8, model="mlp",
-             model_kwargs={"depth": 4, "width": 8}, method="chunked-2", split={"blocks": [[0, 1], [2, 3]]})
+             model_kwargs={"depth": 4, "width": 8}, method="chunked-2", stage_plan={"blocks": [[0, 1], [2, 3]]})
     job = record_job(r)
     assert record_schedule(r) == job.schedule == "local/M"
     assert (job.cfg.update_every, job.cfg.method, job.cut) == (16, "chunked-2", ((0, 1), (2, 3)))
@@ -154,7 +154,7 @@ def test_every_row_prints_its_stage_cut(est, simulated):
     for schedule in ROWS:
         assert re.search(r"\s0-1 2-3\s", row_line(text, schedule)), schedule
     by_name = {r["schedule"]: r for r in simulated}
-    assert by_name["interleaved-1f1b"]["split"]["blocks"] == [[0], [1], [2], [3]]   # two pieces per processor
+    assert by_name["interleaved-1f1b"]["stage_plan"]["blocks"] == [[0], [1], [2], [3]]   # two pieces per processor
     sim_text = api.format_table(simulated)
     assert " 0-0 1-1 2-2 3-3 " in row_line(sim_text, "interleaved-1f1b")
     assert f" {report_table.cut_text(by_name['local'])} " in row_line(sim_text, "local")

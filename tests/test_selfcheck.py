@@ -127,8 +127,8 @@ def test_one_gpu_still_times_a_two_stage_cut_on_the_gpu(monkeypatch):
     ran, timed = [], []
     monkeypatch.setattr(selfcheck, "run_pipeline", lambda configs, **kw: ran.extend(configs) or [
         {"schedule": c.schedule, "samples_per_s": 1.0, "busy_fraction_per_stage": [1.0],
-         "memory_per_stage": [{}], "split": {"blocks": [[0, 1, 2, 3]]}} for c in configs])
-    monkeypatch.setattr(selfcheck, "chunk_split", lambda cfg, spec: timed.append(cfg) or [1])
+         "memory_per_stage": [{}], "stage_plan": {"blocks": [[0, 1, 2, 3]]}} for c in configs])
+    monkeypatch.setattr(selfcheck, "chunk_cut", lambda cfg, spec: timed.append(cfg) or [1])
     numbers = selfcheck.pipeline("cuda")
     assert [c.stages for c in ran] == [1] and numbers["two_stage_cut_timed_on_device"] == [1]
-    assert [(c.device, c.stages, c.balance) for c in timed] == [("cuda", 2, "time")]
+    assert [(c.device, c.stages, c.cut) for c in timed] == [("cuda", 2, "time")]

@@ -212,7 +212,7 @@ def test_paper_setting_simulates_once_per_calibration_and_plots_the_spread():
     table = paper_setting(calibrations, 2, 4, ["gpipe", "1f1b"], micro_batch=4)
     assert table.calibration.tolist() == [0, 0, 1, 1]
     for i, bc in enumerate(calibrations):       # each calibration's rows are its own ratio_table
-        alone = ratio_table(bc, [2], [4], ["gpipe", "1f1b"], 4, balance="blocks")
+        alone = ratio_table(bc, [2], [4], ["gpipe", "1f1b"], 4, cut="blocks")
         assert table[table.calibration == i].ratio.tolist() == alone.ratio.tolist()
     with pytest.raises(ValueError, match="at least one calibration"):
         paper_setting([], 2, 4, ["gpipe"], 4)

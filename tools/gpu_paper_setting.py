@@ -49,7 +49,7 @@ def table(files: dict[int, list[Path]]) -> pd.DataFrame:
             for inp, costs in (("as measured", bc), ("free", bc.without_input())):
                 for cut in ("blocks", "time"):
                     t = paper_setting([costs], s.paper_stages, s.paper_micro_batches, s.baselines, B,
-                                      balance=cut)
+                                      cut=cut)
                     rows += [{"micro_batch": B, "calibration": path.name, "input": inp, "cut": cut,
                               "baseline": r.baseline, "ratio": r.ratio} for r in t.itertuples()]
     return pd.DataFrame(rows)

@@ -31,11 +31,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="local-learning method of the local schedule (default chunked-STAGES); "
                         "greedy | chunked-K (overlapping is refused across stages)")
     p.add_argument("--stages", type=int, default=d.stages, help="processes, one stage each")
-    cut_at = p.add_argument("--cut-at", dest="split", type=int_list, default=None, metavar="A,B,...",
+    cut_at = p.add_argument("--cut-at", dest="cut_at", type=int_list, default=None, metavar="A,B,...",
                             help="first local module of stages 1..S-1, e.g. 5,9,13 (default: the --cut rule)")
-    cut = p.add_argument("--cut", dest="balance", default=d.balance, choices=CUTS,
+    cut = p.add_argument("--cut", dest="cut", default=d.cut, choices=CUTS,
                          help="without --cut-at: " + CUT_HELP)
-    cut_blocks = p.add_argument("--cut-at-blocks", dest="block_split", type=int_list, default=None, metavar="A,B,...",
+    cut_blocks = p.add_argument("--cut-at-blocks", dest="cut_at_blocks", type=int_list, default=None, metavar="A,B,...",
                                 help="two-stages-per-process schedules: first block of stages 1..2S-1 "
                                      "(default: the --cut rule)")
     for old, new in (("--split", cut_at), ("--balance", cut), ("--block-split", cut_blocks)):

@@ -5,7 +5,7 @@ same blocks as the local pipeline's stage (the last stage also the net's own hea
 per process (``ScheduleInterleaved1F1B`` and ``ScheduleInterleavedZeroBubble``: stages ``r``
 and ``r + S`` on process ``r``; ``ScheduleZBVZeroBubble`` and ``ScheduleDualPipeV``: stages
 ``r`` and ``2S - 1 - r``): the blocks cut into ``2S`` stages by measured time
-(:func:`.timing.block_split`). The zero-bubble schedules split each backward into its input
+(:func:`.timing.block_cut`). The zero-bubble schedules split each backward into its input
 part and its weight part and fill the pipeline's bubbles with the latter. With
 ``-recompute`` every stage module runs under ``torch.utils.checkpoint(use_reentrant=False)``.
 One optimizer step per step of ``micro_batches`` micro-batches (gradients averaged); with
@@ -36,7 +36,7 @@ from .config import DTYPES, PipelineConfig
 from .inputs import label_info, to_device
 from .memory import SavedTensorMeter, peak_memory, saved_bytes_of, state_bytes
 from .replicas import Placement, average_gradients
-from .split import stage_blocks, stage_indices
+from .cut import stage_blocks, stage_indices
 from .stopwatch import Stopwatch, Window
 
 LABEL_TAG = 100  # labels travel on their own tag, apart from the pipelining engine's messages

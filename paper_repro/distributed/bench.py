@@ -24,7 +24,7 @@ from .inputs import label_info
 from .options import configs_for, settings_dict
 from .report import named
 from ..report_table import ordered
-from .split import boundary_records, stage_boundaries
+from .cut import boundary_records, stage_boundaries
 from .timing import predicted_comm
 
 
@@ -35,7 +35,7 @@ def run_pipeline(configs: PipelineConfig | list[PipelineConfig], *, timeout: flo
     The stage plan of every config is made here first, so bad settings (e.g. overlapping
     windows across stages) raise ValueError before any process starts, and a measured
     (time-balanced) cut is measured once, in this process, and handed to every process as an
-    explicit ``method`` / ``split`` / ``block_split`` (the record's ``balance`` still says how
+    explicit ``method`` / ``cut_at`` / ``cut_at_blocks`` (the record's ``cut`` still says how
     it was found). A local pipeline stepping once per step is recorded as ``local/M``
     (:func:`.report.named`). The records come in the order of ``configs`` (one each); the
     printed table orders its rows itself (:func:`paper_repro.report_table.ordered`)."""
@@ -47,14 +47,14 @@ def run_pipeline(configs: PipelineConfig | list[PipelineConfig], *, timeout: flo
     for cfg in configs:
         cfg.validate()
         multi = cfg.schedule in MULTI_STAGE
-        key = (cfg.model, str(cfg.model_kwargs), cfg.method, cfg.stages, cfg.dp, str(cfg.split), cfg.balance,
+        key = (cfg.model, str(cfg.model_kwargs), cfg.method, cfg.stages, cfg.dp, str(cfg.cut_at), cfg.cut,
                cfg.dtype, cfg.image_size, cfg.dataset, cfg.micro_batch, timed_update_every(cfg), cfg.optimizer,
-               str(cfg.block_split), multi and cfg.micro_batches, multi)
+               str(cfg.cut_at_blocks), multi and cfg.micro_batches, multi)
         if key not in cuts:
             cuts[key] = measured_cut(cfg)
         # measured cuts are fixed here, once, so that every process and every repeat uses the same one
-        method, split, blocks = cuts[key]
-        resolved.append(dataclasses.replace(cfg, method=method, split=split, block_split=blocks))
+        method, cut_at, blocks = cuts[key]
+        resolved.append(dataclasses.replace(cfg, method=method, cut_at=cut_at, cut_at_blocks=blocks))
     try:
         return named(launch(resolved, timeout=timeout, progress=progress, **launch_kwargs))
     except KeyboardInterrupt as stop:      # Ctrl-C / SIGTERM: the runs that had finished, named alike
@@ -64,15 +64,15 @@ def run_pipeline(configs: PipelineConfig | list[PipelineConfig], *, timeout: flo
 
 def _cut(cfg: PipelineConfig) -> tuple:
     plan = prepare(cfg)
-    return plan.config.method, plan.split, plan.block_split
+    return plan.config.method, plan.cut_at, plan.cut_at_blocks
 
 
 def measured_cut(cfg: PipelineConfig, apart: bool | None = None) -> tuple:
-    """``(method, split, block_split)`` of ``cfg``'s stage plan, its cut measured on ``cfg``'s
+    """``(method, cut_at, cut_at_blocks)`` of ``cfg``'s stage plan, its cut measured on ``cfg``'s
     device. A GPU's cut is measured ``apart``, in a short-lived process: the launcher itself
     then holds no CUDA context, whose memory (and, where a GPU admits one process, the GPU
     itself) the first stage needs."""
-    if not (cfg.device == "cuda" and cfg.balance == "time" if apart is None else apart):
+    if not (cfg.device == "cuda" and cfg.cut == "time" if apart is None else apart):
         return _cut(cfg)
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         try:
@@ -106,16 +106,16 @@ def comm_only(configs: PipelineConfig | list[PipelineConfig]) -> list[dict]:
     cache = {}
     for cfg in configs:
         cfg.validate()
-        key = (cfg.model, str(cfg.model_kwargs), cfg.local_method, cfg.stages, str(cfg.split), cfg.dtype,
+        key = (cfg.model, str(cfg.model_kwargs), cfg.local_method, cfg.stages, str(cfg.cut_at), cfg.dtype,
                cfg.image_size, cfg.schedule in MULTI_STAGE)
         if key not in cache:  # no training here, so no timing: the cut balances FLOPs
-            probe = dataclasses.replace(cfg, balance="flops", method=cfg.local_method)
+            probe = dataclasses.replace(cfg, cut="flops", method=cfg.local_method)
             planned = prepare(probe)
             spec, learner, infos, plan = planned.spec, planned.learner, planned.infos, planned.stages
             grad_bytes = sum(p.numel() * p.element_size() for p in learner.net.parameters())
-            cache[key] = (spec, infos, plan, grad_bytes, planned.block_split)
-        spec, infos, plan, grad_bytes, block_split = cache[key]
-        cfg = dataclasses.replace(cfg, block_split=block_split)
+            cache[key] = (spec, infos, plan, grad_bytes, planned.cut_at_blocks)
+        spec, infos, plan, grad_bytes, cut_at_blocks = cache[key]
+        cfg = dataclasses.replace(cfg, cut_at_blocks=cut_at_blocks)
         pred = predicted_comm(cfg, plan, infos, spec, grad_bytes)
         B, M = cfg.micro_batch, cfg.micro_batches
         lshape, ldtype = label_info(spec)
@@ -131,9 +131,9 @@ def comm_only(configs: PipelineConfig | list[PipelineConfig]) -> list[dict]:
             "comm_bytes_per_micro_batch": {"forward": pred["forward"] * B, "backward": pred["backward"] * B},
             "comm_bytes_per_step": {"forward": pred["forward"] * B * M, "backward": pred["backward"] * B * M},
             "comm_bytes_predicted_per_boundary": pred["per_boundary"],
-            "split": plan.to_dict(), "balance": "flops",     # how a cut not given by --cut-at is found here
+            "stage_plan": plan.to_dict(), "cut": "flops",     # how a cut not given by --cut-at is found here
             "boundaries": boundary_records(plan, infos, B, stage_boundaries(cfg, plan, len(infos))),
-            "block_split": block_split,
+            "cut_at_blocks": cut_at_blocks,
             "labels": {"shape": [B, *lshape], "dtype": str(ldtype).replace("torch.", "")},
             "param_bytes": grad_bytes,
         })

@@ -14,7 +14,7 @@ import torch
 from .. import methods
 from ..config import DataParts, ModelParts, OptimParts, check_positive_int
 from ..factory import check_factory, is_factory_name
-from ..names import CUTS, DEVICES, MULTI_STAGE, PIPELINED_BACKPROP, PREFETCH
+from ..names import CUTS, DEVICES, MULTI_STAGE, PIPELINED_BACKPROP, PREFETCH, check_cut
 from ..names import DTYPES as DTYPE_NAMES
 from ..names import RUN_SCHEDULES
 from .fields import PipelineFields
@@ -57,18 +57,17 @@ class PipelineConfig(PipelineFields, ModelParts, DataParts, OptimParts):
                              f"micro_batches={self.micro_batches} < stages={self.stages}")
         if self.schedule in MULTI_STAGE:
             self.validate_multi_stage()
-        if self.block_split is not None and (not isinstance(self.block_split, (list, tuple)) or any(
-                not isinstance(b, int) or b < 1 for b in self.block_split)
-                or list(self.block_split) != sorted(set(self.block_split))):
-            raise ValueError(f"block_split must list increasing block indices >= 1, got {self.block_split!r}")
+        if self.cut_at_blocks is not None and (not isinstance(self.cut_at_blocks, (list, tuple)) or any(
+                not isinstance(b, int) or b < 1 for b in self.cut_at_blocks)
+                or list(self.cut_at_blocks) != sorted(set(self.cut_at_blocks))):
+            raise ValueError(f"cut_at_blocks must list increasing block indices >= 1, got {self.cut_at_blocks!r}")
         if self.dp > 1 and self.schedule == "ddp":
             raise ValueError(f"dp={self.dp} replicates pipeline stages; schedule 'ddp' is already data "
                              "parallel over all processes: use dp=1 with it")
         if self.schedule == "ddp" and self.micro_batches % self.stages:
             raise ValueError(f"schedule 'ddp' splits the micro_batches of a step over the {self.stages} "
                              f"processes: micro_batches={self.micro_batches} must be a multiple of stages")
-        if self.balance not in CUTS:
-            raise ValueError(f"unknown balance {self.balance!r}; valid: {', '.join(CUTS)}")
+        check_cut(self.cut, CUTS)
         if self.input not in (None, "image", "text"):
             raise ValueError(f"unknown input {self.input!r}; valid: image, text")
         if self.prefetch not in PREFETCH:

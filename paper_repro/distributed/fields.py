@@ -7,6 +7,7 @@ Nothing here imports torch: the parser of ``paper-repro bench pipeline`` and ``s
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from dataclasses import dataclass
 
 from ..fields import DataFields, ModelFields, OptimFields
@@ -19,15 +20,15 @@ class PipelineFields(ModelFields, DataFields, OptimFields):
 
     ``method`` is the local-learning method of the ``local`` schedule (default
     ``chunked-{stages}``: one local module per stage, as in the paper); the other schedules
-    train with backprop but use the stage cut that ``method`` and ``split`` give. ``split``
-    lists the first local module of stages 1..S-1; without it the cut balances ``balance``:
+    train with backprop but use the stage cut that ``method`` and ``cut_at`` give. ``cut_at``
+    lists the first local module of stages 1..S-1; without it the rule ``cut`` places the cut:
     ``"time"`` (default: forward + backward + optimizer step of each local module on one
     micro-batch and the send of a stage's output, measured once before the run;
-    :func:`.timing.time_split`), ``"flops"`` (forward FLOPs of blocks and heads) or ``"blocks"``
+    :func:`.timing.time_cut`), ``"flops"`` (forward FLOPs of blocks and heads) or ``"blocks"``
     (as many blocks per stage as ``chunked-{stages}`` gives). The schedules of ``MULTI_STAGE`` hold two stages per process (Interleaved 1F1B and
     interleaved zero bubble: stages ``r`` and ``r + S``; ZBV and DualPipeV: ``r`` and
-    ``2S - 1 - r``); ``block_split`` lists the first block of their stages 1..2S-1 (without
-    it, the ``balance`` cut of the net's blocks: :func:`.timing.block_split` for ``"time"``).
+    ``2S - 1 - r``); ``cut_at_blocks`` lists the first block of their stages 1..2S-1 (without
+    it, the ``cut`` rule's cut of the net's blocks: :func:`.timing.block_cut` for ``"time"``).
     A step is ``micro_batches`` micro-batches of ``micro_batch`` samples; the first
     ``warmup_steps`` steps are not timed.
     ``update_every``: the local pipeline's stages step their optimizers every this many
@@ -45,9 +46,9 @@ class PipelineFields(ModelFields, DataFields, OptimFields):
     schedule: str = "local"
     method: str | None = None
     stages: int = 2
-    split: list[int] | None = None
-    balance: str = DEFAULT_CUT
-    block_split: list[int] | None = None
+    cut_at: list[int] | None = None
+    cut: str = DEFAULT_CUT
+    cut_at_blocks: list[int] | None = None
     dp: int = 1
     micro_batch: int = 8
     micro_batches: int = 16
@@ -92,6 +93,23 @@ class PipelineFields(ModelFields, DataFields, OptimFields):
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+    def __getattr__(self, name: str):
+        # only reached for names the instance lacks: the former names of the cut fields
+        if name in FORMER_FIELDS:
+            warnings.warn(f"the pipeline field {name!r} is now {FORMER_FIELDS[name]!r}", FutureWarning, stacklevel=2)
+            return getattr(self, FORMER_FIELDS[name])
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+# the cut fields' names before they were one word (``cut``); still read, for one release
+FORMER_FIELDS = {"split": "cut_at", "balance": "cut", "block_split": "cut_at_blocks"}
+
+
+def current_fields(fields: dict) -> dict:
+    """``fields`` (a config as a dict, e.g. a checkpoint's manifest of an earlier release) with
+    the former names of :data:`FORMER_FIELDS` under their current ones."""
+    return {FORMER_FIELDS.get(k, k): v for k, v in fields.items()}
 
 
 @dataclass

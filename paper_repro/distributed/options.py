@@ -16,7 +16,7 @@ from .config import PipelineConfig
 def configs_from_args(args) -> list[PipelineConfig]:
     """One config per (repeat, micro-batch size, schedule[, update_every for local]), validated."""
     common = dict(model=args.model, model_kwargs=args.model_kwargs, method=args.method, stages=args.stages,
-                  split=args.split, balance=args.balance, block_split=args.block_split, dp=args.dp, micro_batches=args.micro_batches, steps=args.steps,
+                  cut_at=args.cut_at, cut=args.cut, cut_at_blocks=args.cut_at_blocks, dp=args.dp, micro_batches=args.micro_batches, steps=args.steps,
                   warmup_steps=args.warmup_steps, dataset=args.dataset, data_dir=args.data_dir,
                   image_size=args.image_size, channels=args.channels, num_classes=args.num_classes,
                   seq_len=args.seq_len, input=getattr(args, "input", None), optimizer=args.optimizer, lr=args.lr, seed=args.seed,

@@ -2,7 +2,7 @@
 
 :func:`prepare` turns a :class:`.config.PipelineConfig` into a :class:`Plan` (the same in every
 process) without changing the config: the measured or computed cut is in the plan, and
-:attr:`Plan.config` is the config with that cut written in (``method``, ``block_split``), which
+:attr:`Plan.config` is the config with that cut written in (``method``, ``cut_at_blocks``), which
 is what the stage loops and a re-launch read. The benchmark and the trainer plan through here;
 :func:`keep_only` frees what a process does not hold, :func:`write_json` writes records atomically.
 """
@@ -20,8 +20,8 @@ from . import comm
 from ..names import MULTI_STAGE
 from .config import DTYPES, PipelineConfig
 from .inputs import build_learner, data_spec
-from .split import StagePlan, balanced_split, boundary_info, plan_stages
-from .timing import block_split, chunk_split, flops_chunk_split, time_split
+from .cut import StagePlan, balanced_cut, boundary_info, plan_stages
+from .timing import block_cut, chunk_cut, flops_chunk_cut, time_cut
 
 
 @dataclass
@@ -42,14 +42,14 @@ class Plan:
         return self.config.local_method
 
     @property
-    def split(self) -> list[int]:
+    def cut_at(self) -> list[int]:
         """First local module of stages 1..S-1."""
         return [mods[0] for mods in self.stages.modules[1:]]
 
     @property
-    def block_split(self) -> list[int] | None:
+    def cut_at_blocks(self) -> list[int] | None:
         """First block of stages 1..2S-1 of a two-stages-per-process schedule (else None)."""
-        return self.config.block_split
+        return self.config.cut_at_blocks
 
 
 def timed_update_every(cfg: PipelineConfig) -> int:
@@ -69,45 +69,45 @@ def _measured(ctx: comm.Context | None, key: str, measure):
     return json.loads(ctx.store.get(key))
 
 
-def prepare(cfg: PipelineConfig, ctx: comm.Context | None = None, key: str = "split") -> Plan:
+def prepare(cfg: PipelineConfig, ctx: comm.Context | None = None, key: str = "cut") -> Plan:
     """The plan of ``cfg``: the same in every process; ``cfg`` itself is left as it is.
 
-    With ``balance="flops"`` and no method, the local method is ``chunked@...`` cut by forward
-    FLOPs (:func:`.timing.flops_chunk_split`); with ``balance="blocks"`` it is ``chunked-S``
+    With ``cut="flops"`` and no method, the local method is ``chunked@...`` cut by forward
+    FLOPs (:func:`.timing.flops_chunk_cut`); with ``cut="blocks"`` it is ``chunked-S``
     and the two-stages-per-process cut is ``chunked-2S``'s blocks.
-    With ``balance="time"`` and no explicit split, the cut comes from timing: without a
+    With ``cut="time"`` and no explicit ``cut_at``, the cut comes from timing: without a
     ``method``, the local method becomes ``chunked@...``, one chunk per stage cut by measured
-    time (:func:`.timing.chunk_split`); a method with more modules than stages is cut by timing
-    its modules (:func:`.timing.time_split`). The pipelined-backprop schedules get the cut of
+    time (:func:`.timing.chunk_cut`); a method with more modules than stages is cut by timing
+    its modules (:func:`.timing.time_cut`). The pipelined-backprop schedules get the cut of
     ``local/M`` (one optimizer step per step, as they take). A two-stages-per-process schedule
-    without ``block_split`` also times the blocks (:func:`.timing.block_split`). In a pipeline
+    without ``cut_at_blocks`` also times the blocks (:func:`.timing.block_cut`). In a pipeline
     (``ctx`` given) rank 0 measures and shares the result through the store under ``key``, so
     every process plans the same cut."""
     ds, spec = data_spec(cfg)
     timed = dataclasses.replace(cfg, update_every=timed_update_every(cfg))
-    method, blocks = cfg.method, cfg.block_split
-    if method is None and cfg.split is None and cfg.balance == "time" and cfg.stages > 1:
-        starts = _measured(ctx, key + "/chunks", lambda: chunk_split(timed, spec))
+    method, blocks = cfg.method, cfg.cut_at_blocks
+    if method is None and cfg.cut_at is None and cfg.cut == "time" and cfg.stages > 1:
+        starts = _measured(ctx, key + "/chunks", lambda: chunk_cut(timed, spec))
         method = "chunked@" + ",".join(str(b) for b in starts)
-    elif method is None and cfg.split is None and cfg.balance == "flops" and cfg.stages > 1:
-        method = "chunked@" + ",".join(str(b) for b in flops_chunk_split(cfg, spec))
+    elif method is None and cfg.cut_at is None and cfg.cut == "flops" and cfg.stages > 1:
+        method = "chunked@" + ",".join(str(b) for b in flops_chunk_cut(cfg, spec))
     resolved = dataclasses.replace(cfg, method=method)
     learner = build_learner(resolved, spec)
     infos = boundary_info(learner, spec, DTYPES[cfg.dtype])
-    split = cfg.split
-    if split is None and cfg.balance == "time" and cfg.stages < learner.num_modules:
-        split = _measured(ctx, key, lambda: time_split(learner, spec, timed))
+    cut_at = cfg.cut_at
+    if cut_at is None and cfg.cut == "time" and cfg.stages < learner.num_modules:
+        cut_at = _measured(ctx, key, lambda: time_cut(learner, spec, timed))
     if cfg.schedule in MULTI_STAGE and blocks is None:
-        if cfg.balance == "time":
-            blocks = _measured(ctx, key + "/blocks", lambda: block_split(learner, spec, resolved, 2 * cfg.stages))
-        elif cfg.balance == "blocks":
+        if cfg.cut == "time":
+            blocks = _measured(ctx, key + "/blocks", lambda: block_cut(learner, spec, resolved, 2 * cfg.stages))
+        elif cfg.cut == "blocks":
             blocks = [b[0] for b in methods.module_blocks(f"chunked-{2 * cfg.stages}", len(infos))[1:]]
         else:
             flops = [info.flops for info in infos]
             flops[-1] += infos[-1].head_flops  # the net's own head
-            blocks = balanced_split(flops, 2 * cfg.stages)
-    stage_plan = plan_stages(learner, cfg.stages, split, None if cfg.balance == "blocks" else infos)
-    resolved = dataclasses.replace(resolved, block_split=blocks)
+            blocks = balanced_cut(flops, 2 * cfg.stages)
+    stage_plan = plan_stages(learner, cfg.stages, cut_at, None if cfg.cut == "blocks" else infos)
+    resolved = dataclasses.replace(resolved, cut_at_blocks=blocks)
     return Plan(resolved, ds, spec, learner, infos, stage_plan)
 
 

@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..names import RECOMPUTE_REFERENCE
 from ..report_table import format_table as _format_table
-from ..report_table import label, ordered
+from ..report_table import label, ordered, stage_plan
 
 MB = 1e6
 
@@ -156,7 +156,7 @@ def comm_frame(records: list[dict]):
         c = r["comm_bytes_per_sample"]
         B, M = r["micro_batch"], r["micro_batches"]
         rows.append({"schedule": label(r), "dtype": r["dtype"], "micro_batch": B,
-                     "split (blocks per stage)": " | ".join(f"{b[0]}-{b[-1]}" for b in r["split"]["blocks"]),
+                     "cut (blocks per stage)": " | ".join(f"{b[0]}-{b[-1]}" for b in stage_plan(r)["blocks"]),
                      "fwd MB/sample": c["forward"] / MB, "bwd MB/sample": c["backward"] / MB,
                      "total MB/micro-batch": (c["forward"] + c["backward"]) * B / MB,
                      "total MB/step": (c["forward"] + c["backward"]) * B * M / MB,

@@ -36,7 +36,7 @@ from .planning import keep_only, prepare, write_json
 from .replicas import Placement, place
 from .report import named
 from ..report_table import format_table
-from .split import boundary_records, stage_blocks, stage_boundaries, stage_indices
+from .cut import boundary_records, stage_blocks, stage_boundaries, stage_indices
 from .timing import predicted_comm
 from .training import STOP_REQUEST, Session, StopSignals, check_training, eval_copy
 
@@ -63,7 +63,7 @@ def run_one(ctx: comm.Context, cfg: PipelineConfig, where: Placement, index: int
     if cfg.processes != ctx.world:
         raise ValueError(f"stages={cfg.stages} x dp={cfg.dp} = {cfg.processes} processes, but {ctx.world} "
                          "were started")
-    planned = prepare(cfg, ctx, key=f"split/{index}")
+    planned = prepare(cfg, ctx, key=f"cut/{index}")
     cfg, ds, spec, learner, infos, plan = (planned.config, planned.data, planned.spec, planned.learner,
                                            planned.infos, planned.stages)
     session = None
@@ -105,7 +105,7 @@ def run_one(ctx: comm.Context, cfg: PipelineConfig, where: Placement, index: int
         out.mkdir(parents=True, exist_ok=True)
         state = {k: v.detach().cpu() for k, v in learner.state_dict().items()}
         name = f"stage{s}.pt" if where.replica == 0 else f"stage{s}_replica{where.replica}.pt"
-        torch.save({"plan": plan.to_dict(), "block_split": cfg.block_split, "state": state}, out / name)
+        torch.save({"plan": plan.to_dict(), "cut_at_blocks": cfg.cut_at_blocks, "state": state}, out / name)
     gathered = [None] * ctx.world if ctx.rank == 0 else None
     dist.gather_object(stats, gathered, dst=0)
     dist.barrier()
@@ -154,8 +154,8 @@ def summarize(cfg: PipelineConfig, plan, infos, spec, per_stage: list[dict], gra
         "peak_mem_bytes_per_stage": [st["memory"]["peak_bytes"] for st in per_stage],
         "memory_per_stage": [st["memory"] for st in per_stage],
         "memory_method": per_stage[0]["memory"]["method"],
-        "split": plan.to_dict(), "balance": cfg.balance, "input_prefetch": cfg.prefetches,
-        "block_split": cfg.block_split,
+        "stage_plan": plan.to_dict(), "cut": cfg.cut, "input_prefetch": cfg.prefetches,
+        "cut_at_blocks": cfg.cut_at_blocks,
         "optimizer_impl": sorted({st["optimizer_impl"] for st in per_stage}),
         "boundaries": boundary_records(plan, infos, B, stage_boundaries(cfg, plan, len(infos))),
         "labels": {"shape": [B, *lshape], "dtype": str(ldtype).replace("torch.", "")},

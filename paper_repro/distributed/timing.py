@@ -18,7 +18,7 @@ from ..build import make_optimizer
 from ..names import PIPELINED_BACKPROP
 from .config import DTYPES, PipelineConfig
 from .inputs import build_learner, label_info, synthetic_batches
-from .split import BlockInfo, StagePlan, balanced_split, boundary_info, itemsize, stage_boundaries
+from .cut import BlockInfo, StagePlan, balanced_cut, boundary_info, itemsize, stage_boundaries
 
 
 def stage_threads(cfg: PipelineConfig) -> int:
@@ -144,13 +144,13 @@ def module_times(learner: methods.Learner, spec, cfg: PipelineConfig, reps: int 
             "input_grad": [max(fb_in - fb, 0.0) for _, fb, _, fb_in in best]}
 
 
-def time_split(learner: methods.Learner, spec, cfg: PipelineConfig) -> list[int]:
+def time_cut(learner: methods.Learner, spec, cfg: PipelineConfig) -> list[int]:
     """The cut that makes the slowest stage fastest by measured time (see :func:`module_times`)."""
     if cfg.stages > learner.num_modules:
         raise ValueError(f"stages={cfg.stages} is more than the {learner.num_modules} local modules of "
                          f"method {learner.spec!r}")
     times = module_times(learner, spec, cfg)
-    return balanced_split(times["compute"], cfg.stages, times["send"])
+    return balanced_cut(times["compute"], cfg.stages, times["send"])
 
 
 def predicted_comm(cfg: PipelineConfig, plan: StagePlan, infos: list[BlockInfo], spec,
@@ -160,7 +160,7 @@ def predicted_comm(cfg: PipelineConfig, plan: StagePlan, infos: list[BlockInfo],
     local:   every boundary activation forward, with the labels (every stage has a loss).
     pipelined backprop: every boundary activation forward and its gradient (same shape and
              dtype) back; the labels go once, from stage 0 to the last stage (with two stages
-             per process the boundaries are those of :func:`.split.stage_boundaries`, and
+             per process the boundaries are those of :func:`.cut.stage_boundaries`, and
              ZBV / DualPipeV hold the first and the last stage on process 0: no labels move).
     ddp:     no activations; each step all-reduces every gradient: a ring all-reduce sends
              2(S-1)/S x the gradient bytes per process, S processes, per step of
@@ -186,7 +186,7 @@ def predicted_comm(cfg: PipelineConfig, plan: StagePlan, infos: list[BlockInfo],
             "forward_activations": sum(acts), "forward_labels": fwd_labels, "per_boundary": per_boundary}
 
 
-def chunk_split(cfg: PipelineConfig, spec, learner: methods.Learner | None = None) -> list[int]:
+def chunk_cut(cfg: PipelineConfig, spec, learner: methods.Learner | None = None) -> list[int]:
     """First blocks of chunks 1..S-1 for the local pipeline's default method: ``cfg.stages``
     chunks (one per stage) cut so that the slowest stage is fastest by measured time.
 
@@ -197,7 +197,7 @@ def chunk_split(cfg: PipelineConfig, spec, learner: methods.Learner | None = Non
     the send of its output."""
     greedy = learner if learner is not None else build_learner(dataclasses.replace(cfg, method="greedy"), spec)
     if greedy.spec != "greedy":
-        raise ValueError(f"chunk_split times a greedy learner, got method {greedy.spec!r}")
+        raise ValueError(f"chunk_cut times a greedy learner, got method {greedy.spec!r}")
     times = module_times(greedy, spec, cfg)
     n = greedy.num_modules
     if cfg.stages > n:
@@ -205,12 +205,12 @@ def chunk_split(cfg: PipelineConfig, spec, learner: methods.Learner | None = Non
     blocks = [times["compute"][i] - (times["head"][i] if i < n - 1 else 0.0) + times["input_grad"][i]
               for i in range(n)]
     ends = [times["head"][i] + times["send"][i] for i in range(n)]
-    return balanced_split(blocks, cfg.stages, ends, first=[-g for g in times["input_grad"]])
+    return balanced_cut(blocks, cfg.stages, ends, first=[-g for g in times["input_grad"]])
 
 
-def flops_chunk_split(cfg: PipelineConfig, spec) -> list[int]:
+def flops_chunk_cut(cfg: PipelineConfig, spec) -> list[int]:
     """First blocks of chunks 1..S-1 for the local pipeline's default method cut by forward
-    FLOPs (``balance="flops"``): a chunk pays for its blocks and for the head on its last block
+    FLOPs (``cut="flops"``): a chunk pays for its blocks and for the head on its last block
     (the net's own head for the last chunk)."""
     greedy = build_learner(dataclasses.replace(cfg, method="greedy"), spec)
     infos = boundary_info(greedy, spec, DTYPES[cfg.dtype])
@@ -218,7 +218,7 @@ def flops_chunk_split(cfg: PipelineConfig, spec) -> list[int]:
     if cfg.stages > n:
         raise ValueError(f"stages={cfg.stages} is more than the {n} blocks of model {cfg.model!r}")
     costs = [info.flops + (info.head_flops if b == n - 1 else 0) for b, info in enumerate(infos)]
-    return balanced_split(costs, cfg.stages, [info.head_flops for info in infos])
+    return balanced_cut(costs, cfg.stages, [info.head_flops for info in infos])
 
 
 def block_times(learner: methods.Learner, spec, cfg: PipelineConfig, reps: int = 5) -> dict[str, list[float]]:
@@ -267,7 +267,7 @@ def block_times(learner: methods.Learner, spec, cfg: PipelineConfig, reps: int =
     return {"compute": [fb + opt / cfg.micro_batches for fb, opt in best], "send": send}
 
 
-def block_split(learner: methods.Learner, spec, cfg: PipelineConfig, pieces: int) -> list[int]:
+def block_cut(learner: methods.Learner, spec, cfg: PipelineConfig, pieces: int) -> list[int]:
     """First block of pieces 1..``pieces``-1 of the cut of the net's blocks that makes the slowest
     piece fastest by measured time (see :func:`block_times`)."""
     n = len(learner.net.blocks)
@@ -275,4 +275,4 @@ def block_split(learner: methods.Learner, spec, cfg: PipelineConfig, pieces: int
         raise ValueError(f"cannot cut the {n} blocks of model {cfg.model!r} into {pieces} pipeline stages; "
                          f"schedule {cfg.schedule!r} with stages={cfg.stages} needs at least {pieces} blocks")
     times = block_times(learner, spec, cfg)
-    return balanced_split(times["compute"], pieces, times["send"])
+    return balanced_cut(times["compute"], pieces, times["send"])

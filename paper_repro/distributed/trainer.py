@@ -62,12 +62,12 @@ def resolve(cfg: PipelineConfig, training: TrainingFields) -> PipelineConfig:
         if manifest is None:
             raise ValueError(f"--resume: no checkpoint in {training.checkpoint}; start without --resume")
         cut = {k: manifest["config"].get(k) if getattr(cfg, k) is None else getattr(cfg, k)
-               for k in ("method", "split", "block_split")}
+               for k in ("method", "cut_at", "cut_at_blocks")}
         cfg = dataclasses.replace(cfg, **cut)
         check_resume(training.checkpoint, cfg)
         return cfg
-    method, split, blocks = measured_cut(cfg)
-    return dataclasses.replace(cfg, method=method, split=split, block_split=blocks)
+    method, cut_at, blocks = measured_cut(cfg)
+    return dataclasses.replace(cfg, method=method, cut_at=cut_at, cut_at_blocks=blocks)
 
 
 def train_many(configs: list[PipelineConfig], training: TrainingFields | None = None, *,

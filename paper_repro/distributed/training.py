@@ -43,7 +43,7 @@ from ..precheck import writable
 from ..train import LOSS_READ_EVERY, crosses, evaluate, evaluate_indices, train_eval_indices
 from . import comm
 from .config import PipelineConfig
-from .fields import TrainingFields
+from .fields import TrainingFields, current_fields
 from .planning import Plan, write_json
 
 FORMAT = 1
@@ -82,9 +82,12 @@ def read_manifest(folder: str | os.PathLike) -> dict | None:
     if not path.is_file():
         return None
     try:
-        return json.loads(path.read_text())
+        manifest = json.loads(path.read_text())
     except ValueError as err:
         raise ValueError(f"cannot read the checkpoint manifest {path}: {err}") from None
+    if isinstance(manifest.get("config"), dict):    # a checkpoint of an earlier release: current names
+        manifest["config"] = current_fields(manifest["config"])
+    return manifest
 
 
 def check_resume(folder: str | os.PathLike, cfg: PipelineConfig) -> dict:

@@ -3,8 +3,8 @@
 A record has the keys of ``bench pipeline``'s records that a simulation can fill, under the same
 names (``schedule``, ``stages``, ``micro_batch``, ``micro_batches``, ``samples_per_s``,
 ``busy_fraction_per_stage``, ``peak_mem_bytes_per_stage``, ``memory_per_stage``,
-``comm_bytes_per_sample``, ``balance`` and the cut, ``split``: ``{"blocks": [...]}``, one list
-per piece) plus ``makespan_s``, ``bubble_fraction`` and where the costs came from (``costs``:
+``comm_bytes_per_sample``, the cut rule ``cut`` and the cut it gives, ``stage_plan``:
+``{"blocks": [...]}``, one list per piece) plus ``makespan_s``, ``bubble_fraction`` and where the costs came from (``costs``:
 ``calibrated`` with the calibration's hardware, or ``uniform``). ``busy_per_stage`` repeats
 ``busy_fraction_per_stage`` under its former name for one release. Records come in the row order
 of every tool's table (:func:`paper_repro.report_table.ordered`).
@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..distributed.config import PipelineConfig
-from ..names import DEFAULT_CUT
+from ..names import DEFAULT_CUT, former_cut
 from ..report_table import format_table as _format_table
 from ..report_table import ordered
 from .calibrate import BlockCosts, measure
@@ -47,8 +47,9 @@ def calibration(cfg: PipelineConfig, path: str | None = None, reps: int = 3, inp
 
 def run(cfg: PipelineConfig, schedules: list[str], micro_batch_sizes: list[int], *,
         block_costs: BlockCosts | None = None, uniform: tuple[float, ...] | None = None,
-        link: Link | None = None, balance: str = DEFAULT_CUT, memory: bool = True, keep: bool = False,
-        meta: MetaNet | None = None, skipped: list[str] | None = None, input: str | None = None) -> list[dict]:
+        link: Link | None = None, cut: str = DEFAULT_CUT, memory: bool = True, keep: bool = False,
+        meta: MetaNet | None = None, skipped: list[str] | None = None, input: str | None = None,
+        balance: str | None = None) -> list[dict]:
     """Simulate every (micro-batch size, schedule) on ``cfg.stages`` processors.
 
     Costs come from ``block_costs`` (scaled to each micro-batch size) or ``uniform`` = (F, B[, W])
@@ -57,7 +58,9 @@ def run(cfg: PipelineConfig, schedules: list[str], micro_batch_sizes: list[int],
     ``Result`` (with its intervals, for Gantt charts) under ``"result"``. ``skipped``: a list to
     collect the schedules that cannot run these settings (e.g. torch refuses too few
     micro-batches, or the net has too few blocks for the pieces) instead of raising. ``input``:
-    the kind of synthetic input the memory accounting feeds the model (:func:`.inputs.input_spec`)."""
+    the kind of synthetic input the memory accounting feeds the model (:func:`.inputs.input_spec`).
+    ``cut``: how the pieces are cut (one of ``CUTS``; ``balance``: its former name, for one release)."""
+    cut = former_cut(cut, balance, "run")
     if (block_costs is None) == (uniform is None):
         raise ValueError("give exactly one of block_costs (calibrated) or uniform times (F,B[,W])")
     records = []
@@ -72,11 +75,11 @@ def run(cfg: PipelineConfig, schedules: list[str], micro_batch_sizes: list[int],
         for schedule in schedules:
             try:
                 if bc is not None:
-                    cut = pieces(bc, S * stages_per_rank(schedule), balance)
-                    costs = schedule_costs(bc, schedule, S, cut=cut,
+                    blocks = pieces(bc, S * stages_per_rank(schedule), cut)
+                    costs = schedule_costs(bc, schedule, S, blocks=blocks,
                                            fresh=fresh_share(schedule, M, cfg.update_every))
                 else:
-                    cut = None
+                    blocks = None
                     costs = uniform_costs(schedule, S, *uniform)
                 result = simulate(schedule, costs, M, B, link=link, steps=cfg.steps,
                                   warmup_steps=cfg.warmup_steps, update_every=cfg.update_every,
@@ -87,12 +90,12 @@ def run(cfg: PipelineConfig, schedules: list[str], micro_batch_sizes: list[int],
                 skipped.append(f"{schedule} (stages={S}, micro_batch={B}): {err}")
                 continue
             record = _record(cfg, result, bc)
-            if cut is not None:
-                record["comm_bytes_per_sample"] = comm_per_sample(bc, schedule, S, cut)
-                record["balance"] = balance
-                record["split"] = {"blocks": cut}
-            if cut is not None and memory:
-                mem = stage_memory(meta, schedule, S, B, M, cut, cfg.optimizer, cfg.max_in_flight)
+            if blocks is not None:
+                record["comm_bytes_per_sample"] = comm_per_sample(bc, schedule, S, blocks)
+                record["cut"] = cut
+                record["stage_plan"] = {"blocks": blocks}
+            if blocks is not None and memory:
+                mem = stage_memory(meta, schedule, S, B, M, blocks, cfg.optimizer, cfg.max_in_flight)
                 record["memory_per_stage"] = mem
                 record["peak_mem_bytes_per_stage"] = [m["peak_bytes"] for m in mem]
             if keep:

@@ -22,7 +22,7 @@ one round of a block rather than all its samples). For every block ``b``:
   block ``b``'s output (an auxiliary head; on the last block the net's own head), loss included;
 * ``out_bytes[b]``: bytes of the block's output for one micro-batch (what crosses a cut after it);
 * ``flops[b]``: forward FLOPs of the block for one sample (the last block's with the net's head):
-  what ``balance="flops"`` cuts by.
+  what ``cut="flops"`` cuts by.
 
 and for the input, drawn by the first stage as ``bench pipeline`` draws it:
 
@@ -50,7 +50,7 @@ import torch
 from ..blocknet import grad_input
 from ..build import make_optimizer
 from ..distributed.config import DTYPES, PipelineConfig
-from ..distributed.split import boundary_info
+from ..distributed.cut import boundary_info
 from ..distributed.inputs import synthetic_batches
 from .inputs import checked_learner, input_spec
 from ..distributed.timing import synchronize

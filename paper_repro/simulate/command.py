@@ -42,7 +42,7 @@ def run_simulate_command(args) -> int:
             if args.save_calibration:
                 bc.save(args.save_calibration)
         records += api.run(cfg, schedules, args.micro_batch, block_costs=bc, uniform=args.uniform_times, link=link,
-                           balance=args.balance, memory=not args.no_memory, keep=bool(args.gantt),
+                           cut=args.cut, memory=not args.no_memory, keep=bool(args.gantt),
                            skipped=skipped, input=args.input)
     records = ordered(records)
     print(api.format_table(records))

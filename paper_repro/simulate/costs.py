@@ -24,29 +24,28 @@ split one batch per step, ``concat`` more.
 from __future__ import annotations
 
 from .. import methods
-from ..distributed.split import balanced_split
-from ..names import CUTS
-from ..names import DEFAULT_CUT, check_cut
+from ..distributed.cut import balanced_cut
+from ..names import CUTS, DEFAULT_CUT, check_cut
 from .calibrate import BlockCosts
 from .engine import Costs
 from .schedules import base_schedule, stages_per_rank
 
-def pieces(bc: BlockCosts, count: int, balance: str = DEFAULT_CUT) -> list[list[int]]:
+def pieces(bc: BlockCosts, count: int, cut: str = DEFAULT_CUT) -> list[list[int]]:
     """Cut the net's blocks into ``count`` contiguous pieces (one of ``CUTS``): balancing the
     calibrated forward+backward time (``"time"``, the default, as ``bench pipeline`` and
     ``estimate`` do), the forward FLOPs (``"flops"``), or as many blocks in each as the
     chunked-``count`` method gives (``"blocks"``)."""
-    check_cut(balance, CUTS)
+    check_cut(cut, CUTS)
     if not isinstance(count, int) or not 1 <= count <= bc.blocks:
         raise ValueError(f"cannot cut the {bc.blocks} blocks of {bc.model} into {count!r} pieces; "
                          f"use 1..{bc.blocks}")
-    if balance == "blocks":
+    if cut == "blocks":
         return methods.module_blocks(f"chunked-{count}", bc.blocks)
-    if balance == "flops" and len(bc.flops) != bc.blocks:
+    if cut == "flops" and len(bc.flops) != bc.blocks:
         raise ValueError(f"the calibration of {bc.model} records no FLOPs per block (made before they were); "
-                         "calibrate again, or use balance 'time' or 'blocks'")
-    work = list(bc.flops) if balance == "flops" else [f + b for f, b in zip(bc.forward, bc.backward)]
-    bounds = [0, *balanced_split(work, count), bc.blocks]
+                         "calibrate again, or cut by 'time' or 'blocks'")
+    work = list(bc.flops) if cut == "flops" else [f + b for f, b in zip(bc.forward, bc.backward)]
+    bounds = [0, *balanced_cut(work, count), bc.blocks]
     return [list(range(bounds[i], bounds[i + 1])) for i in range(count)]
 
 
@@ -59,30 +58,30 @@ def fresh_share(schedule: str, micro_batches: int, update_every: int = 1) -> flo
     return 1.0 / (update_every if base == "local" else micro_batches)
 
 
-def schedule_costs(bc: BlockCosts, schedule: str, stages: int, balance: str = DEFAULT_CUT,
-                   cut: list[list[int]] | None = None, fresh: float = 0.0) -> Costs:
-    """Costs of every piece of ``schedule`` on ``stages`` processors (``cut``: the pieces' blocks,
-    default :func:`pieces`; ``fresh``: :func:`fresh_share`)."""
+def schedule_costs(bc: BlockCosts, schedule: str, stages: int, cut: str = DEFAULT_CUT,
+                   blocks: list[list[int]] | None = None, fresh: float = 0.0) -> Costs:
+    """Costs of every piece of ``schedule`` on ``stages`` processors (``blocks``: the pieces'
+    blocks, default :func:`pieces` cut by ``cut``; ``fresh``: :func:`fresh_share`)."""
     if not 0.0 <= fresh <= 1.0:
         raise ValueError(f"fresh must be a share between 0 and 1, got {fresh!r}")
     base, _ = base_schedule(schedule)
     count = stages * stages_per_rank(schedule)
-    cut = cut if cut is not None else pieces(bc, count, balance)
-    if len(cut) != count:
-        raise ValueError(f"schedule {schedule!r} on {stages} stages needs {count} pieces, got {len(cut)}")
+    chosen = blocks if blocks is not None else pieces(bc, count, cut)
+    if len(chosen) != count:
+        raise ValueError(f"schedule {schedule!r} on {stages} stages needs {count} pieces, got {len(chosen)}")
     local = base.startswith("local")
     fwd, inp, wgt, opt = [], [], [], []
     last = bc.blocks - 1
-    for v, blocks in enumerate(cut):
+    for v, piece in enumerate(chosen):
         f = i = w = o = 0.0
-        for b in blocks:
+        for b in piece:
             f += bc.forward[b]
             weight = min(bc.backward_weight[b], bc.backward[b])    # timing noise can invert them
             w += max(0.0, weight - fresh * bc.accumulate_or_zero(b))
             o += bc.optimizer[b]
-            no_input_grad = b == 0 or (local and b == blocks[0])
+            no_input_grad = b == 0 or (local and b == piece[0])
             i += 0.0 if no_input_grad else bc.backward[b] - weight
-        end = blocks[-1]
+        end = piece[-1]
         if local or end == last:
             f += bc.head_forward[end]
             i += bc.head_backward[end]
@@ -91,7 +90,7 @@ def schedule_costs(bc: BlockCosts, schedule: str, stages: int, balance: str = DE
         inp.append(i)
         wgt.append(w)
         opt.append(o)
-    send = [bc.out_bytes[blocks[-1]] + (bc.label_bytes if local else 0) for blocks in cut[:-1]]
+    send = [bc.out_bytes[piece[-1]] + (bc.label_bytes if local else 0) for piece in chosen[:-1]]
     return Costs(fwd, inp, wgt, opt, send, data=bc.data + (0.0 if local else bc.concat))
 
 

@@ -63,14 +63,14 @@ def ddp_step(bc: BlockCosts, batch: int, devices: int, link: Link, grad_bytes: f
 
 def pipeline_samples_per_s(bc: BlockCosts, schedule: str, devices: int, micro_batch: int, micro_batches: int,
                            link: Link, update_every: int = 1) -> float:
-    """The simulator's samples/s of ``schedule`` on ``devices`` stages (pieces balance calibrated
+    """The simulator's samples/s of ``schedule`` on ``devices`` stages (pieces cut by calibrated
     time); NaN where the schedule cannot run these settings."""
     c = bc.scaled(micro_batch)
     count = devices * stages_per_rank(schedule)
     if count > c.blocks:
         return math.nan
     try:
-        costs = schedule_costs(c, schedule, devices, cut=pieces(c, count, "time"),
+        costs = schedule_costs(c, schedule, devices, blocks=pieces(c, count, "time"),
                                fresh=fresh_share(schedule, micro_batches, update_every))
         return simulate(schedule, costs, micro_batches, micro_batch, link=link, steps=2, warmup_steps=1,
                         update_every=update_every).samples_per_s

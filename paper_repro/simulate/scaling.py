@@ -52,10 +52,10 @@ def memory_table(meta: MetaNet, stages: list[int], micro_batch_sizes: list[int],
 
 
 def ratio_table(bc: BlockCosts, stages: list[int], micro_batches: list[int], baselines: list[str],
-                micro_batch: int, local: str = "local", balance: str = "time", link: Link | None = None,
+                micro_batch: int, local: str = "local", cut: str = "time", link: Link | None = None,
                 steps: int = 2, warmup_steps: int = 1) -> pd.DataFrame:
     """One row per (stages, micro-batches per step, baseline): simulated samples/s of ``local``
-    and of the baseline, and their ratio. Pieces balance calibrated time by default (the best
+    and of the baseline, and their ratio. Pieces are cut by calibrated time by default (the best
     cut each schedule could get). Combinations a schedule cannot run (too few blocks for the
     pieces, or torch refusing the micro-batch count) are left out."""
     bc = bc.scaled(micro_batch)
@@ -68,7 +68,7 @@ def ratio_table(bc: BlockCosts, stages: list[int], micro_batches: list[int], bas
                 if count > bc.blocks:
                     continue
                 try:
-                    costs = schedule_costs(bc, schedule, S, cut=pieces(bc, count, balance),
+                    costs = schedule_costs(bc, schedule, S, blocks=pieces(bc, count, cut),
                                            fresh=fresh_share(schedule, M))
                     speed[schedule] = simulate(schedule, costs, M, micro_batch, link=link, steps=steps,
                                                warmup_steps=warmup_steps).samples_per_s
@@ -83,12 +83,12 @@ def ratio_table(bc: BlockCosts, stages: list[int], micro_batches: list[int], bas
 
 
 def paper_setting(calibrations: list[BlockCosts], stages: int, micro_batches: int, baselines: list[str],
-                  micro_batch: int, balance: str = "blocks") -> pd.DataFrame:
+                  micro_batch: int, cut: str = "blocks") -> pd.DataFrame:
     """:func:`ratio_table`'s rows for one setting, once per calibration (column ``calibration``:
     its index in ``calibrations``)."""
     if not calibrations:
         raise ValueError("paper_setting needs at least one calibration")
-    return pd.concat([ratio_table(bc, [stages], [micro_batches], baselines, micro_batch, balance=balance)
+    return pd.concat([ratio_table(bc, [stages], [micro_batches], baselines, micro_batch, cut=cut)
                       .assign(calibration=i) for i, bc in enumerate(calibrations)], ignore_index=True)
 
 
@@ -131,7 +131,7 @@ def memory_model(cfg: PipelineConfig) -> MetaNet:
 
 def one_step(bc: BlockCosts, schedules: list[str], stages: int, micro_batches: int, micro_batch: int) -> list:
     """One simulated step of each schedule on a time-balanced cut (for the Gantt charts)."""
-    return [simulate(s, schedule_costs(bc, s, stages, balance="time"), micro_batches, micro_batch)
+    return [simulate(s, schedule_costs(bc, s, stages, cut="time"), micro_batches, micro_batch)
             for s in schedules]
 
 

@@ -63,11 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for name, bc in calibrations.items():
         model = re.search(r"CPU model (.+)$", bc.note or "")
-        for balance in ("blocks", "time"):
+        for cut in ("blocks", "time"):
             table = ratio_table(bc, [s.paper_stages], [s.paper_micro_batches], s.baselines,
-                                s.paper_micro_batch, balance=balance)
+                                s.paper_micro_batch, cut=cut)
             rows.append({"calibration": name, "cpu_model": model.group(1) if model else "not recorded",
-                         "cut": balance, "net_forward_s": sum(bc.forward),
+                         "cut": cut, "net_forward_s": sum(bc.forward),
                          "net_backward_s": sum(bc.backward),
                          **{f"local/{b}": r for b, r in zip(table.baseline, table.ratio)}})
     df = pd.DataFrame(rows)

@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     for r, job in zip(records, map(record_job, records)):
         key = f"{job.cfg.micro_batch} {job.schedule}"
         c = schedule_costs(calibrations[job.cfg.micro_batch], job.schedule, len(job.cut),
-                           cut=[list(b) for b in job.cut],
+                           blocks=[list(b) for b in job.cut],
                            fresh=fresh_share(job.schedule, job.cfg.micro_batches, job.cfg.update_every))
         recompute = job.schedule.endswith("-recompute")
         for s, real in enumerate(in_situ_times(r, c, recompute)):

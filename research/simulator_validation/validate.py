@@ -39,6 +39,7 @@ from paper_repro.distributed.bench import run_pipeline
 from paper_repro.distributed.report import median_records
 from paper_repro.hardware import hardware_label
 from paper_repro.names import LOCAL_SCHEDULES
+from paper_repro.report_table import stage_plan
 from paper_repro.simulate.calibrate import measure
 from paper_repro.simulate.costs import fresh_share, schedule_costs
 from paper_repro.simulate.engine import Link, simulate
@@ -121,11 +122,11 @@ def against(records: list[dict], reps: int = 3, link: Link | None = None, replay
             metas[key] = MetaNet(base)
         if key + (B,) not in calibrations:
             calibrations[key + (B,)] = measure(base, reps=reps)
-        cut = r["split"]["blocks"]
+        cut = stage_plan(r)["blocks"]
         calibrated = calibrations[key + (B,)]
         if r.get("input_prefetch"):     # drawn ahead in a thread: off the first stage's path
             calibrated = calibrated.without_input()
-        costs = schedule_costs(calibrated, schedule, S, cut=cut, fresh=fresh_share(schedule, M, every))
+        costs = schedule_costs(calibrated, schedule, S, blocks=cut, fresh=fresh_share(schedule, M, every))
         if replayed:
             costs = replay_costs(replayed[key][job.key()], costs, recompute=schedule.endswith("-recompute"))
         elif in_situ:
@@ -182,7 +183,7 @@ def record_job(r: dict) -> Job:
                          seq_len=r.get("seq_len", 64), threads=r.get("threads_per_process"),
                          device=r.get("device", "cpu"), method=r.get("method") if r["schedule"] in LOCAL_SCHEDULES else None,
                          update_every=every if r["schedule"] in LOCAL_SCHEDULES else 1)
-    return Job(cfg, record_schedule(r), tuple(tuple(b) for b in r["split"]["blocks"]))
+    return Job(cfg, record_schedule(r), tuple(tuple(b) for b in stage_plan(r)["blocks"]))
 
 
 def record_schedule(r: dict) -> str:

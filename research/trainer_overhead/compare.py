@@ -34,7 +34,7 @@ def configs(args) -> dict[str, PipelineConfig]:
         out[name] = PipelineConfig(
             model="mlp", model_kwargs={"depth": 10, "width": 256, "layer_norm": True}, dataset="cifar10",
             data_dir=args.data_dir, data_kwargs={"image_size": 8, "max_test": 2000}, stages=2, schedule=schedule,
-            method="chunked-2" if schedule == "local" else None, balance="blocks",
+            method="chunked-2" if schedule == "local" else None, cut="blocks",
             update_every=every or args.micro_batches, micro_batch=args.micro_batch,
             micro_batches=args.micro_batches, steps=args.steps, warmup_steps=1, lr=1e-3, threads=1)
     return out

@@ -83,7 +83,7 @@ class StagePlan:
         return {"modules": self.modules, "blocks": self.blocks, "send_blocks": self.send_blocks}
 
 
-def balanced_split(costs: list[float], stages: int, send: list[float] | None = None,
+def balanced_cut(costs: list[float], stages: int, send: list[float] | None = None,
                    first: list[float] | None = None) -> list[int]:
     """First item of stages 1..S-1 of the contiguous partition of ``costs`` with the smallest
     maximum stage cost (dynamic programming; ties go to the earliest cut).
@@ -120,31 +120,31 @@ def balanced_split(costs: list[float], stages: int, send: list[float] | None = N
     return sorted(starts)[1:]
 
 
-def plan_stages(learner: methods.Learner, stages: int, split: list[int] | None = None,
+def plan_stages(learner: methods.Learner, stages: int, cut_at: list[int] | None = None,
                 infos: list[BlockInfo] | None = None) -> StagePlan:
     """Cut the learner's local modules into ``stages`` contiguous groups.
 
-    ``split`` gives the first module of stages 1..S-1; without it the cut balances forward
-    FLOPs (blocks + heads, from ``infos``; the measured-time cut is :func:`.timing.time_split`). A block shared by two stages (overlapping windows
+    ``cut_at`` gives the first module of stages 1..S-1; without it the cut balances forward
+    FLOPs (blocks + heads, from ``infos``; the measured-time cut is :func:`.timing.time_cut`). A block shared by two stages (overlapping windows
     across a cut) would need a gradient message back across the cut: refused with ValueError.
     """
     n = learner.num_modules
     if stages > n:
         raise ValueError(f"stages={stages} is more than the {n} local modules of method "
                          f"{learner.spec!r}; use at most {n} stages or a method with more modules")
-    if split is None:
+    if cut_at is None:
         if infos is None:
             starts = [round(s * n / stages) for s in range(1, stages)]
         else:
             costs = [sum(infos[b].flops for b in blocks) + infos[blocks[-1]].head_flops
                      for blocks in learner.module_blocks]
-            starts = balanced_split(costs, stages)
+            starts = balanced_cut(costs, stages)
     else:
-        starts = [int(v) for v in split]
+        starts = [int(v) for v in cut_at]
         if len(starts) != stages - 1 or starts != sorted(set(starts)) or (starts and not 0 < starts[0]) \
                 or (starts and starts[-1] >= n):
-            raise ValueError(f"split must list {stages - 1} increasing module indices in 1..{n - 1} "
-                             f"(the first local module of stages 1..{stages - 1}), got {split!r}")
+            raise ValueError(f"cut_at must list {stages - 1} increasing module indices in 1..{n - 1} "
+                             f"(the first local module of stages 1..{stages - 1}), got {cut_at!r}")
     bounds = [0, *starts, n]
     modules = [list(range(bounds[s], bounds[s + 1])) for s in range(stages)]
     blocks = [sorted({b for m in mods for b in learner.module_blocks[m]}) for mods in modules]
@@ -173,10 +173,10 @@ def stage_indices(schedule: str, stage: int, stages: int) -> list[int]:
 
 def stage_blocks(cfg: PipelineConfig, plan, num_blocks: int) -> list[list[int]]:
     """Blocks of every pipeline stage: the local pipeline's cut (``plan``) with one stage per
-    process, ``cfg.block_split`` with two."""
+    process, ``cfg.cut_at_blocks`` with two."""
     if cfg.schedule not in MULTI_STAGE:
         return plan.blocks
-    bounds = [0, *cfg.block_split, num_blocks]
+    bounds = [0, *cfg.cut_at_blocks, num_blocks]
     return [list(range(bounds[v], bounds[v + 1])) for v in range(len(bounds) - 1)]
 
 
