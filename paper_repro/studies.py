@@ -121,7 +121,12 @@ class Study:
     def summary(self) -> str:
         df = self.records
         diverged = int((df.groupby("point_id").status.first() == "diverged").sum())
-        return (f"{df.point_id.nunique()} of {len(self.grid.points())} runs, {len(df)} steps recorded, "
+        ids = set(df.point_id)
+        in_grid = len(ids & {p["point_id"] for p in self.grid.points()})
+        # runs of the store that the grid no longer lists (e.g. a learning rate it dropped) are
+        # still read: say so rather than count them as the grid's
+        beyond = f" (+{len(ids) - in_grid} beyond the grid)" if len(ids) > in_grid else ""
+        return (f"{in_grid} of {len(self.grid.points())} runs{beyond}, {len(df)} steps recorded, "
                 f"{diverged} diverged; rule {self.rule!r}, targets {self.targets}")
 
 

@@ -1,5 +1,7 @@
 """A compute study end to end on a tiny digits sweep: what notebook 01 calls instead of
 repeating analysis cells (sensitivity, regime, claims, the tables kept beside the store)."""
+import dataclasses
+
 import pandas as pd
 import pytest
 
@@ -56,3 +58,10 @@ def test_save_keeps_the_tables_beside_the_store_points_but_not_for_quick(study, 
     quick = studies.Study(**{**study.__dict__, "profile": "quick", "root": tmp_path})
     quick.save(sensitivity=study.sensitivity())
     assert not list(tmp_path.glob("*.csv"))
+
+
+def test_summary_counts_the_grids_runs_and_names_those_beyond_it(study):
+    assert study.summary().startswith("8 of 8 runs, ") and "beyond" not in study.summary()
+    # the same store read by a grid that dropped greedy: its runs are still read, and said so
+    narrower = dataclasses.replace(study.grid, methods=["backprop"])
+    assert studies.Study(**{**study.__dict__, "grid": narrower}).summary().startswith("4 of 4 runs (+4 beyond the grid), ")
