@@ -139,10 +139,10 @@ def test_lr_at_edge_names_the_bests_at_the_grids_smallest_or_largest_learning_ra
                         "lr": [1e-4, 1e-3, 1e-2, 3e-3], "step": [9.0, 8, 7, 6], "examples": [1.0] * 4,
                         "step_min": [1.0] * 4, "step_max": [1.0] * 4})
     lrs = {32: [1e-4, 3e-4, 1e-3], 128: [3e-4, 1e-3, 1e-2], 512: [1e-3, 1e-2], 2048: [3e-3]}
-    edges = ef.lr_at_edge(svb, lambda b: lrs[b])
+    edges = ef.lr_at_edge(svb, lambda b, method: lrs[b])
     assert list(edges.batch_size) == [32, 512, 2048] and list(edges.edge) == ["lowest", "highest", "only"]
     assert edges.swept.iloc[0] == [1e-4, 3e-4, 1e-3]
-    assert ef.lr_at_edge(svb.iloc[1:2], lambda b: lrs[b]).empty
+    assert ef.lr_at_edge(svb.iloc[1:2], lambda b, method: lrs[b]).empty
 
 
 def test_sensitivity_compares_rules():

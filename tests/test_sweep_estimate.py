@@ -69,7 +69,9 @@ def test_extra_learning_rates_at_some_batch_sizes():
     plain = sweep.Grid(name="g", model="mlp", dataset="digits", methods=["backprop"], batch_sizes=[16, 64],
                        lrs=[1e-3, 3e-3], steps=5)
     assert {p["point_id"] for p in plain.points()} < {p["point_id"] for p in grid.points()}
-    for bad, word in (({32: [1e-4]}, "not in batch_sizes"), ({16: [1e-3]}, "not in lrs"), ([1e-4], "dict")):
+    for bad, word in (({32: [1e-4]}, "not in batch_sizes"), ({16: [1e-3]}, "not in lrs"), ([1e-4], "dict"),
+                      ({"greedy@16": [1e-4]}, "method 'greedy'"), ({"backprop@32": [1e-4]}, "not in batch_sizes"),
+                      ({"backprop@x": [1e-4]}, "batch size 'x'"), ({16: [1e-4], "backprop@16": [1e-4]}, "repeats")):
         with pytest.raises(ValueError, match=word):
             sweep.Grid(name="g", model="mlp", dataset="digits", methods=["backprop"], batch_sizes=[16],
                        lrs=[1e-3], extra_lrs=bad).validate()
@@ -91,3 +93,20 @@ def test_measured_rates_give_a_cost_before_any_pilot():
     assert "from the measured seconds" in sweep.estimate_line(grid, rates=rates)
     with pytest.raises(ValueError, match="exactly one of pilot"):
         sweep.time_estimate(grid)
+
+
+def test_extra_learning_rates_for_one_method_at_one_batch_size():
+    """``"method@batch"`` extends one method's learning rates there (where its best sat at the
+    edge), leaving the other methods' points and every existing point id as they were."""
+    base = dict(name="g", model="mlp", dataset="digits", methods=["backprop", "chunked@1"], batch_sizes=[16, 64],
+                lrs=[1e-3], steps=5)
+    grid = sweep.Grid(**base, extra_lrs={16: [3e-4], "chunked@1@64": [3e-3]})
+    grid.validate()
+    pairs = [(p["config"]["method"], p["config"]["batch_size"], p["config"]["lr"]) for p in grid.points()]
+    assert pairs == [("backprop", 16, 1e-3), ("backprop", 16, 3e-4), ("backprop", 64, 1e-3),
+                     ("chunked@1", 16, 1e-3), ("chunked@1", 16, 3e-4), ("chunked@1", 64, 1e-3), ("chunked@1", 64, 3e-3)]
+    assert grid.lrs_for(64) == [1e-3] and grid.lrs_for(64, "chunked@1") == [1e-3, 3e-3]
+    again = sweep.Grid.from_dict(json.loads(json.dumps(grid.to_dict())))
+    assert [p["point_id"] for p in again.points()] == [p["point_id"] for p in grid.points()]
+    without = sweep.Grid(**base, extra_lrs={16: [3e-4]})
+    assert {p["point_id"] for p in without.points()} < {p["point_id"] for p in grid.points()}

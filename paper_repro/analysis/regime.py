@@ -93,12 +93,12 @@ def regime_start(svb: pd.DataFrame, within: float = 1.25) -> float:
 
 def lr_at_edge(svb: pd.DataFrame, lrs_for) -> pd.DataFrame:
     """The rows of a :func:`steps_vs_batch` table whose best learning rate is the smallest or
-    the largest swept at its batch size (``lrs_for(batch_size)``: the grid's list there), with
+    the largest swept at its batch size (``lrs_for(batch_size, method)``: the grid's list there), with
     ``edge``: ``"lowest"``, ``"highest"`` or ``"only"`` (one learning rate swept). Where a best
     sits at an edge, a learning rate beyond it might have done better: extend the grid there."""
     rows = []
     for _, r in svb.iterrows():
-        lrs = sorted(float(v) for v in lrs_for(int(r["batch_size"])))
+        lrs = sorted(float(v) for v in lrs_for(int(r["batch_size"]), r["method"]))
         lr = float(r["lr"])
         edge = "only" if len(lrs) == 1 else "lowest" if math.isclose(lr, lrs[0]) else \
             "highest" if math.isclose(lr, lrs[-1]) else None

@@ -93,7 +93,7 @@ _GRIDS = {
         # batch 4 (in the pilot's plan) left out for its cost: 8-32 already scale near perfectly.
         # lr 1e-2 was swept first for backprop at batches 8-64: no run got below 2.2 in 163,840
         # windows (its points stay in the store), and 1e-3 beat 3e-3 at each of them, so the grid
-        # moved down a step; a best at 3e-3 gets 1e-2 back through extra_lrs
+        # moved down a step; a best at 3e-3 gets 1e-2 back through extra_lrs ("method@batch")
         methods=["backprop", "greedy", "overlapping", "chunked-2"], batch_sizes=pow2(3, 8),
         lrs=[3e-4, 1e-3, 3e-3], seeds=[0, 1], steps=20000, examples=163_840, min_steps=800,
         eval_every_examples=2048, train_eval_examples=512, stop_loss=1.6, stop_overshoot=0.25, eval_examples=1024,

@@ -29,7 +29,10 @@ class Grid:
 
     ``eval_every_examples``, ``train_eval_examples``, ``stop_loss`` and ``stop_overshoot`` go to every point's
     :class:`~paper_repro.train.TrainConfig` (they enter a point's config, and so its id,
-    only when set)."""
+    only when set).
+
+    ``extra_lrs`` extends the learning rates where a best sat at the grid's edge: under a batch
+    size for every method, or under ``"method@batch"`` for that method alone."""
 
     name: str
     model: str
@@ -50,7 +53,7 @@ class Grid:
     train_eval_examples: int | None = None  # size of that fixed training subset
     stop_loss: float | None = None          # stop a point at this training-subset loss
     stop_overshoot: float = 0.0             # ... after this fraction more examples
-    extra_lrs: dict = field(default_factory=dict)  # {batch size: [learning rates]} beyond ``lrs``
+    extra_lrs: dict = field(default_factory=dict)  # {batch size or "method@batch": [learning rates]} beyond ``lrs``
     description: str = ""
 
     def validate(self) -> None:
@@ -64,12 +67,19 @@ class Grid:
                 raise ValueError(f"grid {key} has repeated values: {values!r}")
         if not isinstance(self.extra_lrs, dict):
             raise ValueError(f"grid extra_lrs must be a dict {{batch size: [learning rates]}}, got {self.extra_lrs!r}")
-        for b, lrs in self.extra_lrs.items():
-            if int(b) not in self.batch_sizes:
-                raise ValueError(f"grid extra_lrs names batch size {b!r}, which is not in batch_sizes {self.batch_sizes}")
+        for key, lrs in self.extra_lrs.items():
+            method, _, b = str(key).rpartition("@")
+            if method and method not in self.methods:
+                raise ValueError(f"grid extra_lrs names method {method!r} ({key!r}), which is not in methods "
+                                 f"{self.methods}")
+            if not b.isdigit() or int(b) not in self.batch_sizes:
+                raise ValueError(f"grid extra_lrs names batch size {b!r} ({key!r}), which is not in batch_sizes "
+                                 f"{self.batch_sizes}")
             if not isinstance(lrs, (list, tuple)) or not lrs or set(map(float, lrs)) & set(map(float, self.lrs)):
-                raise ValueError(f"grid extra_lrs[{b}] must be a non-empty list of learning rates not in lrs, "
+                raise ValueError(f"grid extra_lrs[{key!r}] must be a non-empty list of learning rates not in lrs, "
                                  f"got {lrs!r}")
+            if method and set(map(float, lrs)) & set(map(float, self._extra(int(b)))):
+                raise ValueError(f"grid extra_lrs[{key!r}] repeats a learning rate of extra_lrs[{b}]: {lrs!r}")
         for b in self.batch_sizes:
             if not isinstance(b, int) or b < 1 or b & (b - 1):
                 raise ValueError(f"batch sizes must be powers of 2, got {b!r} in {self.batch_sizes}")
@@ -80,10 +90,14 @@ class Grid:
         for p in self.points():
             train.TrainConfig(**p["config"]).validate()
 
-    def lrs_for(self, batch_size: int) -> list:
-        """The learning rates swept at ``batch_size``: ``lrs``, then its ``extra_lrs``."""
-        extra = self.extra_lrs.get(batch_size, self.extra_lrs.get(str(batch_size), []))
-        return list(self.lrs) + list(extra)
+    def _extra(self, batch_size: int, method: str | None = None) -> list:
+        key = batch_size if method is None else f"{method}@{batch_size}"
+        return list(self.extra_lrs.get(key, self.extra_lrs.get(str(key), [])))
+
+    def lrs_for(self, batch_size: int, method: str | None = None) -> list:
+        """The learning rates swept at ``batch_size`` (by ``method``): ``lrs``, then the batch
+        size's ``extra_lrs``, then the method's own there."""
+        return list(self.lrs) + self._extra(batch_size) + (self._extra(batch_size, method) if method else [])
 
     def steps_for(self, batch_size: int) -> int:
         if self.examples is None:
@@ -97,7 +111,7 @@ class Grid:
         for seed in self.seeds:  # seed-major: an unfinished sweep has every method at its first seeds
             for method in self.methods:
                 for batch in self.batch_sizes:
-                    for lr in self.lrs_for(batch):
+                    for lr in self.lrs_for(batch, method):
                         config = dict(model=self.model, method=method, dataset=self.dataset,
                                       steps=self.steps_for(batch), batch_size=batch, lr=float(lr),
                                       optimizer=self.optimizer, seed=seed, eval_every=self.eval_every,
