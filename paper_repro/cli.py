@@ -192,7 +192,8 @@ def add_sweep(subparsers) -> None:
                    help=f"a built-in compute-efficiency grid, or a depth series ({', '.join(DEPTH_SERIES)}: one "
                         "grid per depth) (or give --grid)")
     p.add_argument("--profile", default="quick", choices=PROFILES,
-                   help="quick: CPU minutes on offline data; cpu: an afternoon on CPU; full: paper scale, GPU")
+                   help="quick: CPU minutes on offline data; cpu: hours to days on a CPU (the committed "
+                        "results/); full: paper scale, GPU")
     p.add_argument("--grid", metavar="FILE", help="a grid.json (the keys of paper_repro.sweep.Grid) instead of STUDY")
     p.add_argument("--results", default="results", metavar="DIR",
                    help="parent folder of the store; the store is DIR/<grid name>")

@@ -5,7 +5,7 @@ readings in :mod:`~paper_repro.settings.compute`, the quickstart's and the simil
 functions here hand out fresh copies.
 
 Profiles: ``quick`` (offline, minutes on a 2-core CPU: what the notebook tests run),
-``cpu`` (an afternoon on a 2-core CPU; the committed ``results/`` come from it) and ``full``
+``cpu`` (hours to days on a 2-core CPU; the committed ``results/`` come from it) and ``full``
 (paper scale, GPU servers). Studies and what their settings are:
 
 ==========================================  ============================  =========================

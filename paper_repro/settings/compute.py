@@ -58,7 +58,7 @@ _GRIDS = {
         methods=["backprop", "greedy", "chunked-3"], batch_sizes=[8, 32, 128], lrs=[3e-3], seeds=[0, 1], steps=50,
         eval_examples=360, eval_every_examples=128, train_eval_examples=200,
         description="ResNet-18 (width 8) on sklearn digits, 50 steps"),
-    # --------------------------------------------------------- cpu (an afternoon)
+    # --------------------------------------------------------- cpu (hours to days)
     ("mlp", "cpu"): dict(
         name="mlp_cifar10_16px_cpu", model="mlp", dataset="cifar10",
         model_kwargs=dict(depth=6, width=256), data_kwargs=dict(max_test=2000, image_size=16),
