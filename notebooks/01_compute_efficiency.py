@@ -38,7 +38,7 @@
 #   `transformer-lm`: 64-byte windows, d=64, on the pinned Python's standard library source.
 # * `resnet`: a width-8 ResNet-18; quick: sklearn digits; `cpu`: CIFAR-10 at 16x16 px.
 #
-# `paper-repro notebooks run` runs this notebook once per study (`paper_repro.settings.NOTEBOOK_STUDIES`);
+# `paper-repro notebooks run` runs this notebook once per study (`paper_repro.notebooks.RUN_PER_VALUE`);
 # the figures are named `01_<study>_<what>_<profile>.png`. Every grid is in `paper_repro.settings`.
 # Results of the `cpu`/`full` profiles are kept in `results/<sweep>/`; a rerun only adds missing points.
 
