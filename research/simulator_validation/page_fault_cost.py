@@ -1,8 +1,8 @@
 """What one minor page fault costs on this machine: the first write to each page of fresh
 anonymous memory (an allocator that gave memory back to the system pays this when it takes it
 again), against writing the same pages once they are mapped. With the fault counts that
-``bench pipeline`` records per stage (``minor_page_faults_per_stage``) this bounds how much of a
-schedule's time its page faults can explain.
+``bench pipeline`` recorded per stage when these runs were made (``minor_page_faults_per_stage``, no
+longer recorded) this bounds how much of a schedule's time its page faults can explain.
 
     .venv/bin/python -m research.simulator_validation.page_fault_cost --out results/pipeline/page_fault_cost
 
