@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = ["# The paper's setting, simulated with several calibrations", "",
              f"ResNet-34 at 224x224, 1000 classes, {s.paper_stages} processors, micro-batch "
              f"{s.paper_micro_batch}, {s.paper_micro_batches} per step, communication free (as notebook 08). "
-             f"Each row: local's simulated samples/s over a baseline's. `blocks`: as many blocks per stage as chunked-S (`--cut blocks`); `time`: the "
+             f"Each row: local's simulated samples/s over a baseline's. `blocks`: as many blocks per stage as "
+             f"chunked-S (`--cut blocks`); `time`: the "
              f"cut balancing the calibration's measured time. New calibrations: best of {args.reps} rounds per "
              f"block, one thread, one after the other on {before} ({time.time() - t0:.0f} s in all); stored ones: "
              f"the same, by earlier calls. Made with "
