@@ -33,6 +33,7 @@ class Study:
     sensitivity_rules: list
     tables: analysis.StudyTables
     labels: tuple = field(default=("", ""))
+    beyond_grid: int = 0         # runs in the store that the grid does not list (not in ``records``)
 
     def title(self, what: str) -> str:
         """A figure title: ``what``, then model, data set, profile and hardware."""
@@ -121,20 +122,20 @@ class Study:
     def summary(self) -> str:
         df = self.records
         diverged = int((df.groupby("point_id").status.first() == "diverged").sum())
-        ids = set(df.point_id)
-        in_grid = len(ids & {p["point_id"] for p in self.grid.points()})
-        # runs of the store that the grid no longer lists (e.g. a learning rate it dropped) are
-        # still read: say so rather than count them as the grid's
-        beyond = f" (+{len(ids) - in_grid} beyond the grid)" if len(ids) > in_grid else ""
-        return (f"{in_grid} of {len(self.grid.points())} runs{beyond}, {len(df)} steps recorded, "
+        beyond = (f" ({self.beyond_grid} more in the store, beyond the grid, not read)"
+                  if self.beyond_grid else "")
+        return (f"{df.point_id.nunique()} of {len(self.grid.points())} runs{beyond}, {len(df)} steps recorded, "
                 f"{diverged} diverged; rule {self.rule!r}, targets {self.targets}")
 
 
 def _sweep_records(grid: sweep.Grid, profile: str, *, results_dir, data_dir, device, workers,
-                   train_missing, reuse=()) -> tuple[Path, pd.DataFrame]:
-    """Run (or resume, or only read) ``grid``'s store and return it with its records. The quick
-    profile always trains afresh in a temporary store. ``reuse``: grids whose stores' points
-    of the same id are copied instead of trained (``sweep.run_sweep``)."""
+                   train_missing, reuse=()) -> tuple[Path, pd.DataFrame, int]:
+    """Run (or resume, or only read) ``grid``'s store and return it, the records of the grid's
+    points and how many runs it holds beyond them (a grid narrowed after they ran, e.g. a
+    learning rate or batch size dropped: they stay in the store as a record, but a study reads
+    only its own design, the same for every method). The quick profile always trains afresh in
+    a temporary store. ``reuse``: grids whose stores' points of the same id are copied instead
+    of trained (``sweep.run_sweep``)."""
     if profile == "quick":
         root = Path(tempfile.mkdtemp()) / grid.name
     else:
@@ -143,7 +144,9 @@ def _sweep_records(grid: sweep.Grid, profile: str, *, results_dir, data_dir, dev
         print(sweep.run_sweep(grid, root, workers=workers, device=device, data_dir=data_dir,
                               threads=None if device.startswith("cuda") else 1, progress=profile != "quick",
                               reuse=[Path(results_dir) / sweep.store_name(g, data_dir) for g in reuse]))
-    return root, sweep.load_results(root)
+    df = sweep.load_results(root)
+    in_grid = df.point_id.isin({p["point_id"] for p in grid.points()})
+    return root, df[in_grid].reset_index(drop=True), df.point_id[~in_grid].nunique()
 
 
 def compute_study(study: str, profile: str = "quick", *, results_dir="results", data_dir=None, device="cpu",
@@ -161,8 +164,8 @@ def compute_study(study: str, profile: str = "quick", *, results_dir="results", 
                          "device='cuda', or allow_cpu=True to train it on the CPU on purpose, or "
                          "train_missing=False to read a store")
     grid = settings.compute_grid(study, profile)
-    root, df = _sweep_records(grid, profile, results_dir=results_dir, data_dir=data_dir, device=device,
-                              workers=workers, train_missing=train_missing)
+    root, df, beyond = _sweep_records(grid, profile, results_dir=results_dir, data_dir=data_dir, device=device,
+                                      workers=workers, train_missing=train_missing)
     reading = settings.analysis_settings(study, profile)
     rule = rule or reading["rule"]
     targets = targets or reading["targets"] or analysis.suggest_targets(df, n=3, rule=rule)
@@ -171,7 +174,8 @@ def compute_study(study: str, profile: str = "quick", *, results_dir="results", 
                  if grid.dataset == "text" and data_dir is None else data_dir)
     return Study(study=study, profile=profile, device=device, grid=grid, root=root, records=df, rule=rule,
                  targets=list(targets), sensitivity_rules=reading["rules"],
-                 tables=analysis.study_tables(df, targets, rule), labels=grid_labels(grid, data_name))
+                 tables=analysis.study_tables(df, targets, rule), labels=grid_labels(grid, data_name),
+                 beyond_grid=beyond)
 
 
 @dataclass
@@ -226,9 +230,8 @@ def modules_study(profile: str = "quick", *, series: str = settings.MODULES_STUD
         if profile != "quick" and not train_missing and not store.is_dir():
             missing.append(f"depth {depth}: no store {store} yet (paper-repro sweep {series} --profile {profile})")
             continue
-        _, df = _sweep_records(grid, profile, results_dir=results_dir, data_dir=data_dir, device=device,
-                               workers=workers, train_missing=train_missing,
-                               reuse=sources)
+        _, df, _ = _sweep_records(grid, profile, results_dir=results_dir, data_dir=data_dir, device=device,
+                                  workers=workers, train_missing=train_missing, reuse=sources)
         if targets is None:  # the settings' targets, or picked from the first depth's data
             targets = list(reading["targets"] or analysis.suggest_targets(df, n=3, rule=rule))
         costs = analysis.cost_table(df)

@@ -1,7 +1,5 @@
 """A compute study end to end on a tiny digits sweep: what notebook 01 calls instead of
 repeating analysis cells (sensitivity, regime, claims, the tables kept beside the store)."""
-import dataclasses
-
 import pandas as pd
 import pytest
 
@@ -60,8 +58,15 @@ def test_save_keeps_the_tables_beside_the_store_points_but_not_for_quick(study, 
     assert not list(tmp_path.glob("*.csv"))
 
 
-def test_summary_counts_the_grids_runs_and_names_those_beyond_it(study):
+def test_a_study_reads_only_its_grids_runs_and_says_how_many_more_the_store_holds(study):
     assert study.summary().startswith("8 of 8 runs, ") and "beyond" not in study.summary()
-    # the same store read by a grid that dropped greedy: its runs are still read, and said so
-    narrower = dataclasses.replace(study.grid, methods=["backprop"])
-    assert studies.Study(**{**study.__dict__, "grid": narrower}).summary().startswith("4 of 4 runs (+4 beyond the grid), ")
+    # the same store read by a grid that dropped greedy: its runs stay in the store, unread, and said so
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(settings._GRIDS, ("mlp", "cpu"), {**TINY, "methods": ["backprop"]})
+        mp.setitem(settings._ANALYSIS, ("mlp", "cpu"), READING)
+        narrow = studies.compute_study("mlp", "cpu", results_dir=study.root.parent, train_missing=False)
+    assert set(narrow.records.method) == {"backprop"} and narrow.beyond_grid == 4
+    assert narrow.summary().startswith("4 of 4 runs (4 more in the store, beyond the grid, not read), ")
+    backprop = study.records[study.records.method == "backprop"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(narrow.records.sort_values(["point_id", "step"]).reset_index(drop=True),
+                                  backprop.sort_values(["point_id", "step"]).reset_index(drop=True))
