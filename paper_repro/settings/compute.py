@@ -98,6 +98,7 @@ _GRIDS = {
         # 512 replaces 8 (8-32 scale near perfectly; the batch-8 runs stay in the store)
         methods=["backprop", "greedy", "overlapping", "chunked-2"], batch_sizes=pow2(4, 9),
         lrs=[3e-4, 1e-3, 3e-3], seeds=[0, 1], steps=20000, examples=163_840, min_steps=800,
+        extra_lrs={"backprop@128": [1e-2]},     # backprop's seed-0 best at 128 was 3e-3 (752 steps to 1.6, 1e-3 816)
         eval_every_examples=2048, train_eval_examples=512, stop_loss=1.6, stop_overshoot=0.25, eval_examples=1024,
         description=f"4-layer d=64 pre-LN Transformer LM on 64-byte windows of {_STDLIB_NAME}, batches of "
                     "16-512 windows (1024-32768 bytes); each run stops 25% past training-subset loss 1.6 (in "
