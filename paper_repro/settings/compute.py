@@ -192,7 +192,9 @@ _MODULES = {
             description=f"{{depth}}-layer d=32 pre-LN Transformer LM on 64-byte windows of {_STDLIB_NAME}, 30 steps")),
         # the transformer-lm cpu net at 2, 4 and 8 layers, at batches 64-256: the same
         # fields as that grid, so depth 4 is its points, copied
-        "cpu": dict(depths=[2, 4, 8], depth_key="n_layers", reuse=["transformer-lm"], grid=dict(
+        "cpu": dict(depths=[2, 4, 8], depth_key="n_layers", reuse=["transformer-lm"],
+                    extra_lrs={4: {"backprop@128": [1e-2]}},     # the headline's, so depth 4 is its points
+                    grid=dict(
             name="transformer_lm_layers{depth}_stdlib_cpu", model="transformer", dataset="text",
             model_kwargs=dict(d_model=64, n_heads=4), data_kwargs=dict(seq_len=64, **STDLIB_TEXT),
             methods=["backprop", "greedy", "chunked-2"], batch_sizes=[64, 128, 256], lrs=[3e-4, 1e-3, 3e-3],
