@@ -29,7 +29,7 @@ from .distributed.report import format_targets, median_records, targets, to_fram
 from .names import MODELS
 from .report_table import format_table
 from .distributed.planning import write_json
-from .sweep import Grid, SweepInterrupted, cost_line, parse_shard, run_sweep, store_name
+from .sweep import Grid, SweepInterrupted, cost_line, parse_shard, progress_line, run_sweep, store_name
 
 # file extension -> (what it is, the modules of which at least one must be importable)
 OUTPUT_FORMATS = {".csv": ("CSV", ()), ".json": ("JSON, a list of rows", ()),
@@ -218,11 +218,12 @@ def run_sweep_command(args) -> int:
         datafiles.locate(grids[0].dataset, args.data_dir, download=True)
     failed = 0
     for grid in grids:
-        print(cost_line(grid), file=sys.stderr, flush=True)
+        store = Path(args.results) / store_name(grid, args.data_dir)
+        print(f"{cost_line(grid)}\n  {progress_line(grid, store, reuse)}", file=sys.stderr, flush=True)
         try:
-            report = run_sweep(grid, Path(args.results) / store_name(grid, args.data_dir), workers=args.workers,
-                               shard=parse_shard(args.shard), device=args.device, data_dir=args.data_dir,
-                               progress=not args.no_progress, threads=args.threads, reuse=reuse)
+            report = run_sweep(grid, store, workers=args.workers, shard=parse_shard(args.shard), device=args.device,
+                               data_dir=args.data_dir, progress=not args.no_progress, threads=args.threads,
+                               reuse=reuse)
         except SweepInterrupted as stop:
             print(f"{signals.describe(stop)}: {stop}", file=sys.stderr)
             return signals.exit_status(stop)

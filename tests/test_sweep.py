@@ -46,7 +46,15 @@ def test_a_sweep_copies_the_points_another_store_already_holds_instead_of_traini
     sweep.run_sweep(tiny_grid(name="wide", batch_sizes=[8, 16, 32]), wide, progress=False, threads=1)
     narrow = tiny_grid(name="narrow", batch_sizes=[8, 32], methods=["backprop", "greedy", "chunked-2"])
     root = tmp_path / "narrow"
+    pending = next(p["point_id"] for p in narrow.points() if p["config"]["method"] == "chunked-2")   # in progress
+    sweep.open_store(root, narrow)
+    sweep.store.partial_path(root, pending).parent.mkdir(exist_ok=True)
+    sweep.store.partial_path(root, pending).touch()
+    assert sweep.progress_line(narrow, root, [tmp_path / "absent", wide]) == \
+        "0 of 6 points saved, 4 to copy, 2 to train (1 resume from partial/)"
+    sweep.store.partial_path(root, pending).unlink()   # not a checkpoint: the point trains from the start
     rep = sweep.run_sweep(narrow, root, progress=False, threads=1, reuse=[tmp_path / "absent", wide])
+    assert sweep.progress_line(narrow, root, [wide]) == "6 of 6 points saved, 0 to train"
     shared = {p["point_id"] for p in narrow.points()} & sweep.finished_ids(wide)
     assert len(shared) == 4 and rep.reused == {str(wide): 4} and rep.skipped == 4
     assert sorted(rep.finished) == sorted(p["point_id"] for p in narrow.points() if p["point_id"] not in shared)
@@ -138,7 +146,10 @@ def test_cli_runs_a_grid_file(tmp_path, capsys):
     args = parser.parse_args(["sweep", "--grid", str(grid_file), "--results", str(tmp_path), "--no-progress",
                               "--threads", "1"])
     assert args.func(args) == 0
-    assert "1 finished" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "1 finished" in out and "0 of 1 points saved, 1 to train" in err
+    assert args.func(args) == 0                     # a rerun says where the sweep stands, and trains nothing
+    assert "1 of 1 points saved, 0 to train" in capsys.readouterr().err
     assert len(os.listdir(tmp_path / "cli" / "points")) == 1
     for argv, match in ((["sweep"], "exactly one"), (["sweep", "mlp", "--shard", "3"], "shard")):
         with pytest.raises(ValueError, match=match):

@@ -19,8 +19,8 @@ from .duration import estimate_line, measure_rates, time_estimate
 from .grid import Grid, cost_line, example_shape, grid_flops, parse_shard, point_id, store_name
 from .runner import SweepInterrupted, SweepReport, point_machines, run_point, run_sweep
 from .store import (CONFIG_COLUMNS, RECORD_COLUMNS, STATUSES, adopt_points, finished_ids, load_grid, load_results,
-                    open_store, remove_stale_tmp)
+                    open_store, progress_line, remove_stale_tmp)
 
 __all__ = ["CONFIG_COLUMNS", "RECORD_COLUMNS", "STATUSES", "Grid", "adopt_points", "SweepInterrupted", "SweepReport",
            "cost_line", "estimate_line", "example_shape", "measure_rates", "finished_ids", "grid_flops", "load_grid", "load_results", "open_store",
-           "parse_shard", "point_id", "point_machines", "remove_stale_tmp", "run_point", "run_sweep", "store_name", "time_estimate"]
+           "parse_shard", "point_id", "point_machines", "progress_line", "remove_stale_tmp", "run_point", "run_sweep", "store_name", "time_estimate"]

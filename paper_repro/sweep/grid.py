@@ -208,7 +208,7 @@ def example_shape(grid: Grid) -> tuple[tuple, int]:
     return ((c, size, size) if size else (c, h, w)), classes
 
 
-def cost_line(grid: Grid, pending: int | None = None) -> str:
+def cost_line(grid: Grid) -> str:
     """One line for the console before a sweep starts: points, examples and FLOPs at the
     step caps (an upper bound when runs stop at ``stop_loss``)."""
     shape, classes = example_shape(grid)
@@ -218,8 +218,7 @@ def cost_line(grid: Grid, pending: int | None = None) -> str:
                 * len(grid.seeds) * len(grid.methods))
     n = len(grid.points())
     bound = "at most " if grid.stop_loss is not None else ""
-    todo = f", {pending} pending" if pending is not None else ""
-    line = (f"grid {grid.name}: {n} points{todo}; {bound}{examples:.3g} training examples and "
+    line = (f"grid {grid.name}: {n} points; {bound}{examples:.3g} training examples and "
             f"{bound}{flops:.3g} FLOPs (forward+backward, all blocks and heads, at the step caps)")
     path = counted["critical_path"]
     if "backprop" in path and len(path) > 1:  # the speedup each method could reach in backprop's steps

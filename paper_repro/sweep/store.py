@@ -235,6 +235,19 @@ def load_results(root: str | os.PathLike) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def progress_line(grid: Grid, root: str | os.PathLike, reuse=()) -> str:
+    """Where a sweep of ``grid`` into the store at ``root`` stands, for the console before it
+    starts: points saved, points another store (``reuse``) holds and will be copied, points
+    to train and how many of those resume from a checkpoint in ``partial/``."""
+    ids = [p["point_id"] for p in grid.points()]
+    saved = finished_ids(root) & set(ids)
+    copied = set().union(*(finished_ids(r) for r in reuse)) & set(ids) - saved
+    todo = [i for i in ids if i not in saved and i not in copied]
+    resuming = sum(partial_path(root, i).is_file() for i in todo)
+    return (f"{len(saved)} of {len(ids)} points saved" + (f", {len(copied)} to copy" if copied else "")
+            + f", {len(todo)} to train" + (f" ({resuming} resume from partial/)" if resuming else ""))
+
+
 def partial_path(root: str | os.PathLike, point_id: str) -> Path:
     """Where the checkpoint of point ``point_id`` in progress is kept."""
     return Path(root) / "partial" / f"{point_id}.pt"
