@@ -29,7 +29,8 @@ from .distributed.report import format_targets, median_records, targets, to_fram
 from .names import MODELS
 from .report_table import format_table
 from .distributed.planning import write_json
-from .sweep import Grid, SweepInterrupted, cost_line, parse_shard, progress_line, run_sweep, store_name
+from .sweep import (Grid, SweepInterrupted, cost_line, parse_shard, progress_line, remaining_line, run_sweep,
+                    store_name)
 
 # file extension -> (what it is, the modules of which at least one must be importable)
 OUTPUT_FORMATS = {".csv": ("CSV", ()), ".json": ("JSON, a list of rows", ()),
@@ -219,7 +220,9 @@ def run_sweep_command(args) -> int:
     failed = 0
     for grid in grids:
         store = Path(args.results) / store_name(grid, args.data_dir)
-        print(f"{cost_line(grid)}\n  {progress_line(grid, store, reuse)}", file=sys.stderr, flush=True)
+        left = remaining_line(grid, store, max(1, args.workers))
+        print(f"{cost_line(grid)}\n  {progress_line(grid, store, reuse)}" + (f"\n  {left}" if left else ""),
+              file=sys.stderr, flush=True)
         try:
             report = run_sweep(grid, store, workers=args.workers, shard=parse_shard(args.shard), device=args.device,
                                data_dir=args.data_dir, progress=not args.no_progress, threads=args.threads,

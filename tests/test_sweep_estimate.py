@@ -110,3 +110,46 @@ def test_extra_learning_rates_for_one_method_at_one_batch_size():
     assert [p["point_id"] for p in again.points()] == [p["point_id"] for p in grid.points()]
     without = sweep.Grid(**base, extra_lrs={16: [3e-4]})
     assert {p["point_id"] for p in without.points()} < {p["point_id"] for p in grid.points()}
+
+
+def test_saved_runs_cost_a_method_not_yet_run_by_its_flops_per_example():
+    saved = pd.concat([_pilot("backprop", 16, 1e-3, reach_at=8), _pilot("backprop", 64, 4e-4, reach_at=4),
+                       _pilot("greedy", 64, 6e-4, reach_at=5)])
+    grid = sweep.Grid(name="g", model="mlp", dataset="digits", methods=["backprop", "greedy", "chunked-2"],
+                      batch_sizes=[16, 64], lrs=[1e-3], steps=100, eval_every_examples=16, stop_loss=1.0)
+    rates = sweep.saved_rates(grid, saved, {"backprop": 100.0, "greedy": 150.0, "chunked-2": 120.0})
+    r = rates.set_index(["method", "batch_size"])
+    # seconds per FLOP at a batch size: the median over the methods run there
+    assert r.loc[("chunked-2", 16), "s_per_example"] == pytest.approx(1e-3 / 100 * 120)
+    assert r.loc[("chunked-2", 64), "s_per_example"] == pytest.approx((4e-4 / 100 + 6e-4 / 150) / 2 * 120)
+    assert r.loc[("greedy", 16), "s_per_example"] == pytest.approx(1e-3 / 100 * 150)
+    # examples to the stop loss: the method's own runs where it has any, else those of the methods run
+    assert r.loc[("chunked-2", 16), "examples_to_stop"] == 8 * 16
+    assert r.loc[("chunked-2", 64), "examples_to_stop"] == pytest.approx((4 * 64 + 5 * 64) / 2)
+    assert r.loc[("greedy", 64), "examples_to_stop"] == 5 * 64
+    assert pd.isna(r.loc[("greedy", 16), "examples_to_stop"])   # interpolated from its own batch 64
+
+
+def test_a_resumed_sweep_says_how_long_its_pending_points_will_take(tmp_path):
+    grid = sweep.Grid(name="g", model="mlp", dataset="digits", methods=["backprop", "greedy"], batch_sizes=[16, 32],
+                      lrs=[1e-2], steps=4, eval_examples=50, model_kwargs=dict(depth=2, width=16))
+    root = tmp_path / "g"
+    sweep.open_store(root, grid)
+    assert sweep.remaining_estimate(grid, root) is None              # nothing saved: nothing to go by
+    sweep.run_sweep(grid, root, shard=(0, 2), progress=False, threads=1)
+    saved = sweep.load_results(root)
+    left = sweep.remaining_estimate(grid, root)
+    assert set(left.point_id) == {p["point_id"] for p in grid.points()} - set(saved.point_id) and len(left) == 2
+    # no stop loss: every pending run (batch 32) is costed at its step cap, at the seconds per FLOP of
+    # the saved runs (batch 16, the nearest) times its method's FLOPs per example
+    shape, classes = sweep.example_shape(grid)
+    flops = sweep.grid_flops(grid, shape, classes)["per_example"]
+    runs = saved.groupby("point_id").last()
+    assert set(runs.batch_size) == {16} and set(left.batch_size) == {32}
+    per_flop = (runs.wall_time / runs.examples / runs.method.map(flops)).median()
+    for row in left.itertuples():
+        assert row.expected_s == pytest.approx(row.bound_s) == pytest.approx(per_flop * flops[row.method] * 4 * 32)
+    line = sweep.remaining_line(grid, root, workers=2)
+    assert line.startswith(f"about {left.expected_s.sum() / 7200:.1f} h left on 2 worker(s)") and "loss" not in line
+    sweep.run_sweep(grid, root, progress=False, threads=1)
+    assert sweep.remaining_estimate(grid, root) is None and sweep.remaining_line(grid, root) is None   # complete

@@ -4,7 +4,7 @@
                   learning rates x seeds), its point ids and shards, its total FLOPs
 * :mod:`.store`   the results folder: ``grid.json`` + one atomically written file per point
 * :mod:`.runner`  :func:`run_sweep`: pending points of a shard, in-process or in workers
-* :mod:`.estimate` how long a grid will take, from a pilot sweep's records
+* :mod:`.duration` how long a grid will take, from a pilot sweep's records or its own saved runs
 
 A point file holds the point's per-step records (``step``, ``examples``, ``final_loss``,
 ``eval_loss``, ``eval_acc``, ``wall_time``) with its configuration, ``status``
@@ -15,7 +15,7 @@ the machine that ran it (``hardware``: the CPU model as ``figures/MACHINE`` name
 GPU; ``torch_version``); points written before it did have neither column
 (:func:`point_machines` says "not recorded").
 """
-from .duration import estimate_line, measure_rates, time_estimate
+from .duration import estimate_line, measure_rates, remaining_estimate, remaining_line, saved_rates, time_estimate
 from .grid import Grid, cost_line, example_shape, grid_flops, parse_shard, point_id, store_name
 from .runner import SweepInterrupted, SweepReport, point_machines, run_point, run_sweep
 from .store import (CONFIG_COLUMNS, RECORD_COLUMNS, STATUSES, adopt_points, finished_ids, load_grid, load_results,
@@ -23,4 +23,4 @@ from .store import (CONFIG_COLUMNS, RECORD_COLUMNS, STATUSES, adopt_points, fini
 
 __all__ = ["CONFIG_COLUMNS", "RECORD_COLUMNS", "STATUSES", "Grid", "adopt_points", "SweepInterrupted", "SweepReport",
            "cost_line", "estimate_line", "example_shape", "measure_rates", "finished_ids", "grid_flops", "load_grid", "load_results", "open_store",
-           "parse_shard", "point_id", "point_machines", "progress_line", "remove_stale_tmp", "run_point", "run_sweep", "store_name", "time_estimate"]
+           "parse_shard", "point_id", "point_machines", "progress_line", "remaining_estimate", "remaining_line", "remove_stale_tmp", "run_point", "run_sweep", "saved_rates", "store_name", "time_estimate"]

@@ -12,6 +12,9 @@ them), so the estimate of a point is ``seconds per example x examples``:
 * ``bound_s``: the examples at the point's step cap, what a run that never reaches
   ``stop_loss`` costs.
 
+Once a sweep has saved points, :func:`remaining_line` estimates what is left of it from those
+points alone (seconds per FLOP, so a method not yet run is costed by its FLOPs per example).
+
 Before a pilot exists, :func:`measure_rates` times a few training steps of every (method, batch
 size) of a grid on this machine (no evaluations); ``time_estimate(grid, rates=...)`` then gives
 the cost at the step caps, and with ``examples_to_stop`` filled in from a guess or a pilot, the
@@ -27,7 +30,8 @@ import pandas as pd
 import torch
 
 from .. import train
-from .grid import Grid
+from .grid import Grid, example_shape, grid_flops
+from .store import finished_ids, load_results
 
 
 def _interp_log(xs, ys, x: float) -> float:
@@ -125,3 +129,53 @@ def estimate_line(grid: Grid, pilot: pd.DataFrame | None = None, workers: int = 
     return (f"grid {grid.name}: {len(est)} points, about {hours(est.expected_s.sum()):.1f} h expected and at most "
             f"{hours(est.bound_s.sum()):.1f} h (every run at its step cap) on {workers} worker(s), "
             f"from {source} seconds per example and examples to loss {grid.stop_loss}")
+
+
+def saved_rates(grid: Grid, records: pd.DataFrame, per_example_flops: dict) -> pd.DataFrame:
+    """:func:`time_estimate`'s ``rates`` for every method of ``grid`` from a store's saved runs
+    (``records``): seconds per example = the saved runs' median seconds per FLOP at that batch
+    size x the method's FLOPs per example (``per_example_flops``); examples to ``stop_loss`` =
+    the method's own saved runs at that batch size, or where it has none that reached it, the
+    median over the methods that did (an estimate, not a bound: local methods may need more)."""
+    runs = pilot_rates(records, grid.stop_loss)
+    runs["s_per_flop"] = runs.s_per_example / runs.method.map(per_example_flops)
+    by_batch = runs.groupby("batch_size").agg(s_per_flop=("s_per_flop", "median"),
+                                              examples_to_stop=("examples_to_stop", "median"))
+    rows = []
+    for method in grid.methods:
+        own = runs[runs.method == method].set_index("batch_size").examples_to_stop
+        for batch, r in by_batch.iterrows():
+            mine = own.get(batch, math.nan)   # NaN beside its own runs elsewhere: interpolated from those
+            rows.append(dict(method=method, batch_size=int(batch),
+                             s_per_example=r.s_per_flop * per_example_flops[method],
+                             examples_to_stop=mine if own.notna().any() else r.examples_to_stop))
+    return pd.DataFrame(rows)
+
+
+def remaining_estimate(grid: Grid, root) -> pd.DataFrame | None:
+    """:func:`time_estimate`'s rows for the points of ``grid`` not yet saved in the store at
+    ``root``, from the store's own saved runs (:func:`saved_rates`). None before the store holds
+    a run of the grid, once it holds them all, or when its runs evaluate no training subset."""
+    ids = {p["point_id"] for p in grid.points()}
+    saved = finished_ids(root) & ids
+    if not saved or not saved < ids:
+        return None
+    records = load_results(root)
+    records = records[records.point_id.isin(saved)]
+    if grid.stop_loss is not None and "train_eval_loss" not in records:
+        return None
+    shape, classes = example_shape(grid)
+    est = time_estimate(grid, rates=saved_rates(grid, records, grid_flops(grid, shape, classes)["per_example"]))
+    return est[~est.point_id.isin(saved)].reset_index(drop=True)
+
+
+def remaining_line(grid: Grid, root, workers: int = 1) -> str | None:
+    """One line for the console when a sweep resumes: about how long its pending points will take
+    on ``workers``, and at most (every run at its step cap) (:func:`remaining_estimate`)."""
+    est = remaining_estimate(grid, root)
+    if est is None:
+        return None
+    hours = lambda s: s / 3600 / max(1, workers)  # noqa: E731
+    return (f"about {hours(est.expected_s.sum()):.1f} h left on {workers} worker(s), at most "
+            f"{hours(est.bound_s.sum()):.1f} h, from the saved runs' seconds per FLOP"
+            + (f" and examples to loss {grid.stop_loss:g}" if grid.stop_loss is not None else ""))

@@ -171,7 +171,8 @@ def grid_flops(grid: Grid, input_shape: tuple, num_classes: int) -> dict:
 
     ``input_shape`` is one example's shape ((C, H, W), or (seq_len,) for text) and
     ``num_classes`` the classes or vocabulary size. Returns ``{"flops": total,
-    "per_method": {method: flops}, "critical_path": {method: critical-path FLOPs per example}}``."""
+    "per_method": {method: flops}, "per_example": {method: FLOPs per example},
+    "critical_path": {method: critical-path FLOPs per example}}``."""
     kw = dict(grid.model_kwargs)
     if grid.model == "transformer":
         net_fn = lambda: models.transformer_lm(vocab_size=num_classes, seq_len=input_shape[0], **kw)  # noqa: E731
@@ -185,13 +186,15 @@ def grid_flops(grid: Grid, input_shape: tuple, num_classes: int) -> dict:
             kw.setdefault("in_channels", input_shape[0])
         net_fn = lambda: models.build(grid.model, num_classes=num_classes, **kw)  # noqa: E731
         x, y = torch.randn(2, *input_shape), torch.randint(num_classes, (2,))
-    per_method, critical = {}, {}
+    per_method, per_example, critical = {}, {}, {}
     for method in grid.methods:
         c = cost.step_cost(methods.build(net_fn(), method), x, y)
         examples = sum(grid.steps_for(b) * b * len(grid.lrs_for(b)) for b in grid.batch_sizes) * len(grid.seeds)
         per_method[method] = examples * c.total_flops
+        per_example[method] = c.total_flops
         critical[method] = c.critical_path_flops
-    return {"flops": sum(per_method.values()), "per_method": per_method, "critical_path": critical}
+    return {"flops": sum(per_method.values()), "per_method": per_method, "per_example": per_example,
+            "critical_path": critical}
 
 
 # one example's shape and the number of classes (vocabulary: byte level) of each data set,
