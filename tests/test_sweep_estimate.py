@@ -153,3 +153,15 @@ def test_a_resumed_sweep_says_how_long_its_pending_points_will_take(tmp_path):
     assert line.startswith(f"about {left.expected_s.sum() / 7200:.1f} h left on 2 worker(s)") and "loss" not in line
     sweep.run_sweep(grid, root, progress=False, threads=1)
     assert sweep.remaining_estimate(grid, root) is None and sweep.remaining_line(grid, root) is None   # complete
+
+
+def test_the_cost_line_counts_a_methods_own_extra_learning_rates():
+    grid = sweep.Grid(name="g", model="mlp", dataset="digits", methods=["backprop", "greedy"], batch_sizes=[16, 64],
+                      lrs=[1e-3], steps=5, model_kwargs=dict(depth=2, width=16), extra_lrs={"greedy@16": [1e-2]})
+    examples = {m: sum(p["config"]["steps"] * p["config"]["batch_size"] for p in grid.points()
+                       if p["config"]["method"] == m) for m in grid.methods}
+    assert examples == {"backprop": 5 * (16 + 64), "greedy": 5 * (2 * 16 + 64)}
+    counted = sweep.grid_flops(grid, (1, 8, 8), 10)
+    for m in grid.methods:
+        assert counted["per_method"][m] == pytest.approx(examples[m] * counted["per_example"][m])
+    assert f"{sum(examples.values()):.3g} training examples" in sweep.cost_line(grid)

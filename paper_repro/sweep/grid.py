@@ -189,7 +189,7 @@ def grid_flops(grid: Grid, input_shape: tuple, num_classes: int) -> dict:
     per_method, per_example, critical = {}, {}, {}
     for method in grid.methods:
         c = cost.step_cost(methods.build(net_fn(), method), x, y)
-        examples = sum(grid.steps_for(b) * b * len(grid.lrs_for(b)) for b in grid.batch_sizes) * len(grid.seeds)
+        examples = sum(grid.steps_for(b) * b * len(grid.lrs_for(b, method)) for b in grid.batch_sizes) * len(grid.seeds)
         per_method[method] = examples * c.total_flops
         per_example[method] = c.total_flops
         critical[method] = c.critical_path_flops
@@ -217,8 +217,8 @@ def cost_line(grid: Grid) -> str:
     shape, classes = example_shape(grid)
     counted = grid_flops(grid, shape, classes)
     flops = counted["flops"]
-    examples = (sum(grid.steps_for(b) * b * len(grid.lrs_for(b)) for b in grid.batch_sizes)
-                * len(grid.seeds) * len(grid.methods))
+    examples = sum(grid.steps_for(b) * b * len(grid.lrs_for(b, m)) for b in grid.batch_sizes
+                   for m in grid.methods) * len(grid.seeds)
     n = len(grid.points())
     bound = "at most " if grid.stop_loss is not None else ""
     line = (f"grid {grid.name}: {n} points; {bound}{examples:.3g} training examples and "
