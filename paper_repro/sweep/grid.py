@@ -172,7 +172,8 @@ def grid_flops(grid: Grid, input_shape: tuple, num_classes: int) -> dict:
     ``input_shape`` is one example's shape ((C, H, W), or (seq_len,) for text) and
     ``num_classes`` the classes or vocabulary size. Returns ``{"flops": total,
     "per_method": {method: flops}, "per_example": {method: FLOPs per example},
-    "critical_path": {method: critical-path FLOPs per example}}``."""
+    "critical_path": {method: critical-path FLOPs per example}, "examples": training examples at the
+    step caps}``."""
     kw = dict(grid.model_kwargs)
     if grid.model == "transformer":
         net_fn = lambda: models.transformer_lm(vocab_size=num_classes, seq_len=input_shape[0], **kw)  # noqa: E731
@@ -186,15 +187,17 @@ def grid_flops(grid: Grid, input_shape: tuple, num_classes: int) -> dict:
             kw.setdefault("in_channels", input_shape[0])
         net_fn = lambda: models.build(grid.model, num_classes=num_classes, **kw)  # noqa: E731
         x, y = torch.randn(2, *input_shape), torch.randint(num_classes, (2,))
+    examples = {m: 0 for m in grid.methods}
+    for p in grid.points():
+        examples[p["config"]["method"]] += p["config"]["steps"] * p["config"]["batch_size"]
     per_method, per_example, critical = {}, {}, {}
     for method in grid.methods:
         c = cost.step_cost(methods.build(net_fn(), method), x, y)
-        examples = sum(grid.steps_for(b) * b * len(grid.lrs_for(b, method)) for b in grid.batch_sizes) * len(grid.seeds)
-        per_method[method] = examples * c.total_flops
+        per_method[method] = examples[method] * c.total_flops
         per_example[method] = c.total_flops
         critical[method] = c.critical_path_flops
     return {"flops": sum(per_method.values()), "per_method": per_method, "per_example": per_example,
-            "critical_path": critical}
+            "critical_path": critical, "examples": sum(examples.values())}
 
 
 # one example's shape and the number of classes (vocabulary: byte level) of each data set,
@@ -216,9 +219,7 @@ def cost_line(grid: Grid) -> str:
     step caps (an upper bound when runs stop at ``stop_loss``)."""
     shape, classes = example_shape(grid)
     counted = grid_flops(grid, shape, classes)
-    flops = counted["flops"]
-    examples = sum(grid.steps_for(b) * b * len(grid.lrs_for(b, m)) for b in grid.batch_sizes
-                   for m in grid.methods) * len(grid.seeds)
+    flops, examples = counted["flops"], counted["examples"]
     n = len(grid.points())
     bound = "at most " if grid.stop_loss is not None else ""
     line = (f"grid {grid.name}: {n} points; {bound}{examples:.3g} training examples and "
