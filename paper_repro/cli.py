@@ -206,6 +206,9 @@ def add_sweep(subparsers) -> None:
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads per run (None: 1 per worker, unchanged in-process)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--status", action="store_true",
+                   help="train nothing: say how far the store is, how long the rest will take and, for a "
+                        "built-in study, where a best learning rate sits at its grid's edge")
     p.set_defaults(func=Handler(HANDLERS["sweep"]))
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from . import checkpoint, datafiles, names, notebooks, overhead, preflight, race, settings, signals, train
+from . import checkpoint, datafiles, names, notebooks, overhead, preflight, race, settings, signals, studies, train
 from .analysis import race as race_tables
 from .precheck import writable as check_writable  # a ValueError naming the option when a file cannot be written
 from .distributed.fields import TrainingFields
@@ -222,7 +222,9 @@ def run_sweep_command(args) -> int:
         store = Path(args.results) / store_name(grid, args.data_dir)
         left = remaining_line(grid, store, max(1, args.workers))
         print(f"{cost_line(grid)}\n  {progress_line(grid, store, reuse)}" + (f"\n  {left}" if left else ""),
-              file=sys.stderr, flush=True)
+              file=sys.stderr if not args.status else sys.stdout, flush=True)
+        if args.status:
+            continue
         try:
             report = run_sweep(grid, store, workers=args.workers, shard=parse_shard(args.shard), device=args.device,
                                data_dir=args.data_dir, progress=not args.no_progress, threads=args.threads,
@@ -232,6 +234,9 @@ def run_sweep_command(args) -> int:
             return signals.exit_status(stop)
         print(report)
         failed += len(report.failed)
+    if args.status and args.study is not None:
+        print("learning rates:\n" + "\n".join("  " + line for line in studies.lr_edge_report(
+            args.study, args.profile, results_dir=args.results, data_dir=args.data_dir)))
     return 1 if failed else 0
 
 

@@ -6,6 +6,7 @@ sweep (resumed, or only read), the records and every analysis table, with figure
 """
 from __future__ import annotations
 
+import math
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -262,3 +263,52 @@ def modules_study(profile: str = "quick", *, series: str = settings.MODULES_STUD
     steps = pd.concat(steps, ignore_index=True) if steps else pd.DataFrame()
     return ModulesStudy(profile=profile, device=device, table=pd.DataFrame(rows), labels=(model, data),
                         missing=missing, lr_edges=edges, regime=regimes, steps=steps)
+
+
+def lr_edge_lines(grid: sweep.Grid, ttt: pd.DataFrame) -> list[str]:
+    """Where ``grid`` should be extended, in words, from the runs of ``ttt``
+    (:func:`analysis.time_to_target` at one target): each (method, batch size) whose best learning
+    rate (fewest median steps over seeds, :func:`analysis.steps_vs_batch`) is the smallest or
+    largest the grid sweeps there (:func:`analysis.lr_at_edge`), with how many of those rates have
+    runs so far. Empty: every best is inside its grid."""
+    run = ttt.groupby(["method", "batch_size"]).lr.unique()
+    lines = []
+    for r in analysis.lr_at_edge(analysis.steps_vs_batch(ttt), grid.lrs_for).itertuples():
+        n_run = sum(any(math.isclose(lr, float(d)) for d in run.get((r.method, r.batch_size), [])) for lr in r.swept)
+        swept = ", ".join(f"{lr:g}" for lr in r.swept)
+        where = "the only rate swept" if r.edge == "only" else f"the {r.edge} of {swept}"
+        beyond = {"highest": "a higher one", "lowest": "a lower one", "only": "rates either side"}[r.edge]
+        so_far = f" ({n_run} of {len(r.swept)} run so far)" if n_run < len(r.swept) else ""
+        lines.append(f"{r.method} at batch {r.batch_size}: best learning rate {r.lr:g} ({r.step:.0f} steps to loss "
+                     f"{r.target:g}) is {where}{so_far}: add {beyond} (extra_lrs "
+                     f"{{'{r.method}@{r.batch_size}': [...]}})")
+    return lines
+
+
+def lr_edge_report(study: str, profile: str, *, results_dir="results", data_dir=None) -> list[str]:
+    """:func:`lr_edge_lines` for every store of a built-in ``study`` (a compute study, or each
+    depth of a depth series) at the lowest target its reading settings name (or that
+    :func:`analysis.suggest_targets` picks from the runs), from the runs saved so far: nothing
+    is trained."""
+    reading = settings.analysis_settings(study, profile)
+    grids = (settings.module_grids(profile, study) if study in settings.DEPTH_SERIES
+             else {None: settings.compute_grid(study, profile)})
+    lines = []
+    for depth, grid in grids.items():
+        where = "" if depth is None else f"depth {depth}: "
+        root = Path(results_dir) / sweep.store_name(grid, data_dir)
+        df = sweep.load_results(root) if root.is_dir() and sweep.finished_ids(root) else None
+        df = None if df is None else df[df.point_id.isin({p["point_id"] for p in grid.points()})]
+        if df is None or df.empty:
+            lines.append(f"{where}no runs of the grid saved yet")
+            continue
+        target = min(reading["targets"] or analysis.suggest_targets(df, n=3, rule=reading["rule"]))
+        ttt = analysis.time_to_target(df, [target], reading["rule"])
+        edges = lr_edge_lines(grid, ttt)
+        if edges:
+            lines += [where + line for line in edges]
+        elif not ttt.reached.any():
+            lines.append(f"{where}no run reaches loss {target:g} yet")
+        else:
+            lines.append(f"{where}every best learning rate at loss {target:g} is inside its grid so far")
+    return lines
