@@ -222,7 +222,7 @@ def run_sweep_command(args) -> int:
         store = Path(args.results) / store_name(grid, args.data_dir)
         left = remaining_line(grid, store, max(1, args.workers))
         print(f"{cost_line(grid)}\n  {progress_line(grid, store, reuse)}" + (f"\n  {left}" if left else ""),
-              file=sys.stderr if not args.status else sys.stdout, flush=True)
+              file=sys.stdout if args.status else sys.stderr, flush=True)
         if args.status:
             continue
         try:

@@ -297,9 +297,10 @@ def lr_edge_report(study: str, profile: str, *, results_dir="results", data_dir=
     for depth, grid in grids.items():
         where = "" if depth is None else f"depth {depth}: "
         root = Path(results_dir) / sweep.store_name(grid, data_dir)
-        df = sweep.load_results(root) if root.is_dir() and sweep.finished_ids(root) else None
-        df = None if df is None else df[df.point_id.isin({p["point_id"] for p in grid.points()})]
-        if df is None or df.empty:
+        saved = root.is_dir() and sweep.finished_ids(root)
+        df = sweep.load_results(root) if saved else pd.DataFrame(columns=["point_id"])
+        df = df[df.point_id.isin({p["point_id"] for p in grid.points()})]
+        if df.empty:
             lines.append(f"{where}no runs of the grid saved yet")
             continue
         target = min(reading["targets"] or analysis.suggest_targets(df, n=3, rule=reading["rule"]))
