@@ -132,6 +132,25 @@ def test_store_errors(tmp_path):
         sweep.open_store(tmp_path / "empty", tiny_grid(lrs=[0.5]))
 
 
+def test_a_grid_that_adds_points_takes_over_its_store(tmp_path, capsys):
+    g = tiny_grid(methods=["greedy"], batch_sizes=[8])
+    sweep.run_sweep(g, tmp_path / "s", progress=False, threads=1)
+    saved = sweep.finished_ids(tmp_path / "s")
+    grown = tiny_grid(methods=["greedy"], batch_sizes=[8], extra_lrs={"greedy@8": [3e-2]}, seeds=[0, 1])
+    sweep.open_store(tmp_path / "s", grown)
+    assert "gained 3 point(s)" in capsys.readouterr().err
+    assert sweep.Grid.from_dict(json.loads((tmp_path / "s" / "grid.json").read_text())) == grown
+    rep = sweep.run_sweep(grown, tmp_path / "s", progress=False, threads=1)
+    assert rep.skipped == 1 and len(rep.finished) == 3 and saved < sweep.finished_ids(tmp_path / "s")
+    for smaller in (g, tiny_grid(methods=["greedy"], batch_sizes=[8], seeds=[0, 1])):  # drops points
+        with pytest.raises(ValueError, match="different sweep grid.*extra_lrs"):
+            sweep.open_store(tmp_path / "s", smaller)
+    with pytest.raises(ValueError, match="different sweep grid.*steps"):  # same lrs, other points
+        sweep.open_store(tmp_path / "s", tiny_grid(methods=["greedy"], batch_sizes=[8], seeds=[0, 1],
+                                                   extra_lrs={"greedy@8": [3e-2]}, steps=7))
+    assert sweep.Grid.from_dict(json.loads((tmp_path / "s" / "grid.json").read_text())) == grown
+
+
 def test_parallel_workers_write_the_same_points(tmp_path):
     g = tiny_grid(methods=["greedy"], steps=3)
     rep = sweep.run_sweep(g, tmp_path / "par", workers=2, progress=False)

@@ -22,6 +22,7 @@ import zlib
 import os
 import shutil
 import socket
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -77,7 +78,12 @@ def remove_stale_tmp(root: str | os.PathLike) -> list[Path]:
 
 
 def open_store(root: str | os.PathLike, grid: Grid) -> Path:
-    """Create or reopen the store of ``grid`` at ``root``; a different grid there is an error."""
+    """Create or reopen the store of ``grid`` at ``root``.
+
+    A grid that only adds points to the store's (a learning rate added at an edge, a seed, a
+    batch size) takes its place in ``grid.json``, and the change is printed: a point id is the
+    whole training configuration, so every saved point keeps its meaning. Any other
+    difference is an error, naming the keys that differ."""
     root = Path(root)
     for parent in (root, *root.parents):
         if parent.exists() and not parent.is_dir():
@@ -88,11 +94,16 @@ def open_store(root: str | os.PathLike, grid: Grid) -> Path:
             existing = json.loads(json.dumps(Grid.from_dict(json.loads(spec.read_text())).to_dict()))
         except (OSError, json.JSONDecodeError) as err:
             raise ValueError(f"cannot read {spec}: {err}") from None
-        if existing != json.loads(json.dumps(grid.to_dict())):
-            changed = sorted(k for k in set(existing) | set(grid.to_dict())
-                             if existing.get(k) != json.loads(json.dumps(grid.to_dict())).get(k))
-            raise ValueError(f"{root} holds a different sweep grid (differs in {changed}); "
-                             f"use another results folder or grid name, or delete {root}")
+        wanted = json.loads(json.dumps(grid.to_dict()))
+        if existing != wanted:
+            changed = sorted(k for k in set(existing) | set(wanted) if existing.get(k) != wanted.get(k))
+            added = _added_points(Grid.from_dict(existing), grid)
+            if added is None:
+                raise ValueError(f"{root} holds a different sweep grid (differs in {changed}); "
+                                 f"use another results folder or grid name, or delete {root}")
+            _atomic_write_text(spec, json.dumps(grid.to_dict(), indent=2, sort_keys=True) + "\n")
+            print(f"{spec}: the grid gained {added} point(s) (changed: {', '.join(changed)}); "
+                  "every point of the old grid is still in it", file=sys.stderr, flush=True)
     elif root.exists() and any(not _is_tmp(f) for f in root.iterdir()):
         raise ValueError(f"{root} is not empty and has no grid.json: not a sweep results folder")
     try:  # grid.json first: a store killed while being created is empty or has it
@@ -104,6 +115,16 @@ def open_store(root: str | os.PathLike, grid: Grid) -> Path:
         raise ValueError(f"cannot write sweep results folder {root}: {err.strerror or err}") from None
     remove_stale_tmp(root)
     return root
+
+
+def _added_points(old: Grid, new: Grid) -> int | None:
+    """How many points ``new`` adds to ``old``; None when ``new`` is not ``old`` plus points
+    (it drops or changes one of them, or has another name)."""
+    if old.name != new.name:
+        return None
+    old_ids = {p["point_id"] for p in old.points()}
+    new_ids = {p["point_id"] for p in new.points()}
+    return len(new_ids - old_ids) if old_ids <= new_ids else None
 
 
 def point_files(root: str | os.PathLike) -> list[Path]:
