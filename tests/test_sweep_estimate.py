@@ -123,11 +123,14 @@ def test_saved_runs_cost_a_method_not_yet_run_by_its_flops_per_example():
     assert r.loc[("chunked-2", 16), "s_per_example"] == pytest.approx(1e-3 / 100 * 120)
     assert r.loc[("chunked-2", 64), "s_per_example"] == pytest.approx((4e-4 / 100 + 6e-4 / 150) / 2 * 120)
     assert r.loc[("greedy", 16), "s_per_example"] == pytest.approx(1e-3 / 100 * 150)
-    # examples to the stop loss: the method's own runs where it has any, else those of the methods run
+    # examples to the stop loss: the method's own runs where it has any, else the median of the methods
+    # run there, scaled by how the method's own runs compare with that median where it has some
     assert r.loc[("chunked-2", 16), "examples_to_stop"] == 8 * 16
     assert r.loc[("chunked-2", 64), "examples_to_stop"] == pytest.approx((4 * 64 + 5 * 64) / 2)
     assert r.loc[("greedy", 64), "examples_to_stop"] == 5 * 64
-    assert pd.isna(r.loc[("greedy", 16), "examples_to_stop"])   # interpolated from its own batch 64
+    assert r.loc[("backprop", 16), "examples_to_stop"] == 8 * 16
+    greedy_over_median = 5 * 64 / ((4 * 64 + 5 * 64) / 2)
+    assert r.loc[("greedy", 16), "examples_to_stop"] == pytest.approx(8 * 16 * greedy_over_median)
 
 
 def test_a_resumed_sweep_says_how_long_its_pending_points_will_take(tmp_path):

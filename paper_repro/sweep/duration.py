@@ -135,20 +135,22 @@ def saved_rates(grid: Grid, records: pd.DataFrame, per_example_flops: dict) -> p
     """:func:`time_estimate`'s ``rates`` for every method of ``grid`` from a store's saved runs
     (``records``): seconds per example = the saved runs' median seconds per FLOP at that batch
     size x the method's FLOPs per example (``per_example_flops``); examples to ``stop_loss`` =
-    the method's own saved runs at that batch size, or where it has none that reached it, the
-    median over the methods that did (an estimate, not a bound: local methods may need more)."""
+    the method's own saved runs at that batch size; where it has none that reached it, the
+    median over the methods that did, times the method's own median ratio to that median at the
+    batch sizes where it has some (examples to a loss grow with the batch size, so a method run
+    only at small batches is not taken to need as few at large ones; an estimate, not a bound)."""
     runs = pilot_rates(records, grid.stop_loss)
     runs["s_per_flop"] = runs.s_per_example / runs.method.map(per_example_flops)
     by_batch = runs.groupby("batch_size").agg(s_per_flop=("s_per_flop", "median"),
                                               examples_to_stop=("examples_to_stop", "median"))
     rows = []
     for method in grid.methods:
-        own = runs[runs.method == method].set_index("batch_size").examples_to_stop
+        own = runs[runs.method == method].set_index("batch_size").examples_to_stop.dropna()
+        ratio = (own / by_batch.examples_to_stop.reindex(own.index)).median() if len(own) else 1.0
         for batch, r in by_batch.iterrows():
-            mine = own.get(batch, math.nan)   # NaN beside its own runs elsewhere: interpolated from those
             rows.append(dict(method=method, batch_size=int(batch),
                              s_per_example=r.s_per_flop * per_example_flops[method],
-                             examples_to_stop=mine if own.notna().any() else r.examples_to_stop))
+                             examples_to_stop=own.get(batch, r.examples_to_stop * ratio)))
     return pd.DataFrame(rows)
 
 
