@@ -91,17 +91,17 @@ def open_store(root: str | os.PathLike, grid: Grid) -> Path:
     spec = root / "grid.json"
     if spec.is_file():
         try:  # through Grid, so that a grid.json written before a setting existed gets its default
-            existing = json.loads(json.dumps(Grid.from_dict(json.loads(spec.read_text())).to_dict()))
+            old = Grid.from_dict(json.loads(spec.read_text()))
         except (OSError, json.JSONDecodeError) as err:
             raise ValueError(f"cannot read {spec}: {err}") from None
-        wanted = json.loads(json.dumps(grid.to_dict()))
+        existing, wanted = (json.loads(json.dumps(g.to_dict())) for g in (old, grid))
         if existing != wanted:
             changed = sorted(k for k in set(existing) | set(wanted) if existing.get(k) != wanted.get(k))
-            added = _added_points(Grid.from_dict(existing), grid)
+            added = _added_points(old, grid)
             if added is None:
                 raise ValueError(f"{root} holds a different sweep grid (differs in {changed}); "
                                  f"use another results folder or grid name, or delete {root}")
-            _atomic_write_text(spec, json.dumps(grid.to_dict(), indent=2, sort_keys=True) + "\n")
+            _write_grid(spec, grid)
             print(f"{spec}: the grid gained {added} point(s) (changed: {', '.join(changed)}); "
                   "every point of the old grid is still in it", file=sys.stderr, flush=True)
     elif root.exists() and any(not _is_tmp(f) for f in root.iterdir()):
@@ -109,12 +109,16 @@ def open_store(root: str | os.PathLike, grid: Grid) -> Path:
     try:  # grid.json first: a store killed while being created is empty or has it
         root.mkdir(parents=True, exist_ok=True)
         if not spec.is_file():
-            _atomic_write_text(spec, json.dumps(grid.to_dict(), indent=2, sort_keys=True) + "\n")
+            _write_grid(spec, grid)
         (root / "points").mkdir(exist_ok=True)
     except OSError as err:
         raise ValueError(f"cannot write sweep results folder {root}: {err.strerror or err}") from None
     remove_stale_tmp(root)
     return root
+
+
+def _write_grid(spec: Path, grid: Grid) -> None:
+    _atomic_write_text(spec, json.dumps(grid.to_dict(), indent=2, sort_keys=True) + "\n")
 
 
 def _added_points(old: Grid, new: Grid) -> int | None:
