@@ -200,7 +200,9 @@ S.claims()
 # chunked-2 against backprop: the speedup at the high-compute end (median over seeds, bars: the
 # seeds' own) beside each method's critical-path ratio (dashed: the speedup it would reach in as
 # few steps as backprop). Where the points fall below their dashed line, the method pays for its
-# shorter critical path with more steps. The last table lists, per depth, the (method, batch size)
+# shorter critical path with more steps. A method whose local modules at some depth are another's
+# (chunked-2 on two layers is greedy) is not trained twice there: its rows read that run
+# (`same_run_as`). The last table lists, per depth, the (method, batch size)
 # whose best learning rate at the lowest target is the grid's smallest or largest (empty: none).
 # Whether backprop is in the high-compute regime at each depth (`ModulesStudy.regime_by_depth`:
 # its two largest batches cut its steps by less than 1.25x per doubling under every reading rule

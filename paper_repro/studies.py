@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import analysis, settings, sweep
+from . import analysis, methods, settings, sweep
 from .hardware import hardware_label
 from .plots.labels import figure_title, grid_labels
 
@@ -214,8 +214,11 @@ def modules_study(profile: str = "quick", *, series: str = settings.MODULES_STUD
     :func:`compute_study`), each analysed alone. ``table`` has one row per (depth, method,
     target): ``high_compute_speedup`` with its range over seeds (``_lo``, ``_hi``),
     ``max_speedup``, ``critical_path_ratio`` (backprop's critical path over the method's: the
-    bound at equal steps), ``num_modules`` and ``backprop_in_regime`` (at that depth and target,
-    under every reading rule, :func:`analysis.regime_by_rule`). ``lr_edges``: per depth, at the lowest target, the
+    bound at equal steps), ``num_modules``, ``backprop_in_regime`` (at that depth and target,
+    under every reading rule, :func:`analysis.regime_by_rule`) and ``same_run_as``: for a method
+    of the series that a depth does not sweep because its local modules there are a swept
+    method's (chunked-2 on two blocks is greedy), that method, whose run the row reads; None
+    for a method's own runs. ``lr_edges``: per depth, at the lowest target, the
     (method, batch size) whose best learning rate is the grid's smallest or largest
     (:func:`analysis.lr_at_edge`). ``regime``: per depth, :func:`analysis.regime_by_rule` under
     every reading rule of the profile (its two largest batches need not be one doubling apart:
@@ -225,6 +228,7 @@ def modules_study(profile: str = "quick", *, series: str = settings.MODULES_STUD
     rule = rule or reading["rule"]
     grids = settings.module_grids(profile, series)
     sources = settings.module_sources(profile, series)
+    series_methods = list(dict.fromkeys(m for g in grids.values() for m in g.methods))
     rows, missing, edges, regimes, steps = [], [], [], [], []
     for depth, grid in grids.items():
         store = Path(results_dir) / sweep.store_name(grid, data_dir)
@@ -243,13 +247,15 @@ def modules_study(profile: str = "quick", *, series: str = settings.MODULES_STUD
         regime = analysis.regime_by_rule(df, targets, reading["rules"]).assign(depth=depth)
         regimes.append(regime)
         in_regime = regime.groupby("target").in_regime.all()
+        same = _same_runs(grid.methods, series_methods, depth)
         for _, h in headline.iterrows():
-            rows.append(dict(depth=depth, method=h["method"], target=h["target"],
-                             backprop_in_regime=bool(in_regime.get(h["target"], False)),
-                             num_modules=int(costs.loc[h["method"], "num_modules"]),
-                             critical_path_ratio=float(costs.loc[h["method"], "critical_path_vs_backprop"]),
-                             **{k: h.get(k) for k in ("high_compute_speedup", "high_compute_speedup_lo",
-                                                      "high_compute_speedup_hi", "max_speedup")}))
+            for method in [h["method"], *[m for m, run in same.items() if run == h["method"]]]:
+                rows.append(dict(depth=depth, method=method, target=h["target"], same_run_as=same.get(method),
+                                 backprop_in_regime=bool(in_regime.get(h["target"], False)),
+                                 num_modules=int(costs.loc[h["method"], "num_modules"]),
+                                 critical_path_ratio=float(costs.loc[h["method"], "critical_path_vs_backprop"]),
+                                 **{k: h.get(k) for k in ("high_compute_speedup", "high_compute_speedup_lo",
+                                                          "high_compute_speedup_hi", "max_speedup")}))
     first = next(iter(grids.values()))
     model, data = grid_labels(first, data_dir)
     depths = ", ".join(map(str, grids))
@@ -263,6 +269,19 @@ def modules_study(profile: str = "quick", *, series: str = settings.MODULES_STUD
     steps = pd.concat(steps, ignore_index=True) if steps else pd.DataFrame()
     return ModulesStudy(profile=profile, device=device, table=pd.DataFrame(rows), labels=(model, data),
                         missing=missing, lr_edges=edges, regime=regimes, steps=steps)
+
+
+def _same_runs(swept: list[str], wanted: list[str], n_blocks: int) -> dict[str, str]:
+    """``{method: swept method}`` for each method of ``wanted`` a depth does not sweep whose
+    local modules on ``n_blocks`` blocks are a swept method's (chunked-2 on two blocks is
+    greedy): the same training run, read once and reported under both names."""
+    modules = {s: methods.module_blocks(s, n_blocks) for s in swept}
+    same = {}
+    for m in (m for m in wanted if m not in swept):
+        runs = [s for s in swept if modules[s] == methods.module_blocks(m, n_blocks)]
+        if runs:
+            same[m] = runs[0]
+    return same
 
 
 def lr_edge_lines(grid: sweep.Grid, ttt: pd.DataFrame) -> list[str]:

@@ -1,10 +1,12 @@
 """The speedup-vs-modules study: its grids, its table and its figure, on a tiny digits sweep."""
 import matplotlib
+import pandas as pd
 import pytest
+import torch
 
 matplotlib.use("Agg")
 
-from paper_repro import analysis, plots, settings, studies, sweep  # noqa: E402
+from paper_repro import analysis, plots, settings, studies, sweep, train  # noqa: E402
 
 TINY = dict(depths=[2, 4], depth_key="depth", grid=dict(
     name="mlp_depth{depth}_tiny", model="mlp", dataset="digits", model_kwargs=dict(width=32),
@@ -117,9 +119,53 @@ def test_reading_names_the_depths_whose_store_is_not_there_yet(monkeypatch, tmp_
 
 def test_a_depth_extends_its_learning_rates_where_its_best_sat_at_the_edge():
     grids = settings.module_grids("cpu")
-    extra = settings._MODULES["mlp-modules"]["cpu"]["extra_lrs"]
+    extra = {d: f["extra_lrs"] for d, f in settings._MODULES["mlp-modules"]["cpu"]["per_depth"].items()}
     for depth, grid in grids.items():
         grid.validate()
         for batch in grid.batch_sizes:
             assert grid.lrs_for(batch) == [*grid.lrs, *extra.get(depth, {}).get(batch, [])]
     assert any(extra.values()) and set(extra) <= set(grids)
+
+
+def test_a_method_whose_modules_are_a_swept_methods_at_some_depth_reads_that_run(monkeypatch, tmp_path):
+    # depth 2 sweeps greedy only: chunked-2's two chunks of a 2-block net are greedy's modules
+    series = dict(TINY, depths=[2, 4], grid=dict(TINY["grid"], methods=["backprop", "chunked-2"], steps=40),
+                  per_depth={2: dict(methods=["backprop", "greedy"])})
+    monkeypatch.setitem(settings._MODULES["mlp-modules"], "cpu", series)
+    monkeypatch.setitem(settings.STUDIES, "mlp-modules", ("quick", "cpu"))
+    monkeypatch.setitem(settings._ANALYSIS, ("mlp-modules", "cpu"), dict(rule="eval", rules=["eval"],
+                                                                         targets=[2.0]))
+    grids = settings.module_grids("cpu")
+    assert grids[2].methods == ["backprop", "greedy"] and grids[4].methods == ["backprop", "chunked-2"]
+    frame = studies.modules_study("cpu", results_dir=tmp_path).table
+    assert set(sweep.load_results(tmp_path / "mlp_depth2_tiny").method) == {"backprop", "greedy"}
+    two = frame[frame.depth == 2].set_index("method")
+    assert set(two.index) == {"greedy", "chunked-2"}
+    assert two.loc["chunked-2", "same_run_as"] == "greedy" and pd.isna(two.loc["greedy", "same_run_as"])
+    cols = ["high_compute_speedup", "max_speedup", "critical_path_ratio", "num_modules"]
+    assert two.loc["chunked-2", cols].tolist() == two.loc["greedy", cols].tolist()
+    four = frame[frame.depth == 4]   # chunked-2 trains its own runs where its modules are its own
+    assert list(four.method) == ["chunked-2"] and four.same_run_as.isna().all()
+
+
+def test_same_runs_pairs_a_method_only_with_a_swept_method_of_the_same_modules():
+    assert studies._same_runs(["backprop", "greedy"], ["backprop", "greedy", "chunked-2"], 2) == {"chunked-2": "greedy"}
+    assert studies._same_runs(["backprop", "greedy"], ["chunked-2", "chunked-4"], 4) == {"chunked-4": "greedy"}
+    assert studies._same_runs(["backprop", "greedy", "chunked-2"], ["chunked-2"], 2) == {}
+    assert studies._same_runs(["backprop"], ["chunked-1", "greedy"], 3) == {"chunked-1": "backprop"}
+
+
+def test_the_transformer_series_trains_chunked_2_at_two_layers_once_as_greedy():
+    grids = settings.module_grids("cpu", "transformer-lm-modules")
+    assert "chunked-2" not in grids[2].methods and "chunked-2" in grids[4].methods and "chunked-2" in grids[8].methods
+    assert studies._same_runs(grids[2].methods, grids[4].methods, 2) == {"chunked-2": "greedy"}
+    # the same run bit for bit: the depth-2 point's configuration, a few small steps
+    point = next(p for p in grids[2].points() if p["config"]["method"] == "greedy")
+    runs = {m: train.train(train.TrainConfig(**{**point["config"], "method": m, "batch_size": 4, "steps": 3,
+                                                "progress": False}))
+            for m in ("greedy", "chunked-2")}
+    a, b = (runs[m] for m in ("greedy", "chunked-2"))
+    assert a.records.filter(like="loss").equals(b.records.filter(like="loss"))
+    assert len(a.learner.module_blocks) == len(b.learner.module_blocks) == 2   # a 2-layer net, one head per module
+    for (name, x), (other, y) in zip(a.learner.state_dict().items(), b.learner.state_dict().items(), strict=True):
+        assert name == other and torch.equal(x, y), name

@@ -81,7 +81,8 @@ def compute_grid(study: str, profile: str = "quick") -> Grid:
 
 def module_grids(profile: str = "quick", series: str = MODULES_STUDY) -> dict[int, Grid]:
     """The grids of the depth series ``series`` (:data:`DEPTH_SERIES`: the speedup against the
-    number of local modules) at ``profile``: ``{depth: Grid}``."""
+    number of local modules) at ``profile``: ``{depth: Grid}``, each the series' grid with the
+    depth in its name and model, and the fields its ``per_depth`` entry sets for that depth."""
     _check(series, profile, tuple(DEPTH_SERIES))
     spec = copy.deepcopy(_MODULES[series][profile])
     out = {}
@@ -89,7 +90,7 @@ def module_grids(profile: str = "quick", series: str = MODULES_STUDY) -> dict[in
         grid = dict(spec["grid"], name=spec["grid"]["name"].format(depth=depth),
                     description=spec["grid"]["description"].format(depth=depth))
         grid["model_kwargs"] = dict(grid["model_kwargs"], **{spec["depth_key"]: depth})
-        grid["extra_lrs"] = copy.deepcopy(spec.get("extra_lrs", {}).get(depth, {}))
+        grid.update(copy.deepcopy(spec.get("per_depth", {}).get(depth, {})))
         out[depth] = Grid(**grid)
     return out
 

@@ -177,9 +177,10 @@ _MODULES = {
             methods=["backprop", "greedy", "chunked-2"], batch_sizes=[64, 256], lrs=[3e-3], seeds=[0, 1], steps=60,
             eval_examples=360, eval_every_examples=128, train_eval_examples=500,
             description="{depth}x64 MLP with LayerNorm on sklearn digits, 60 steps per point")),
-        # extra_lrs: {depth: Grid.extra_lrs} where a depth's best learning rate sat at the grid's edge
+        # per_depth: {depth: Grid fields that differ there}; extra_lrs where a depth's best
+        # learning rate sat at the grid's edge
         "cpu": dict(depths=[4, 8, 10, 16], depth_key="depth", reuse=["mlp-deep"],
-                    extra_lrs={16: {b: [1e-4] for b in (1024, 4096, 16384)}}, grid=dict(
+                    per_depth={16: dict(extra_lrs={b: [1e-4] for b in (1024, 4096, 16384)})}, grid=dict(
             name="mlp_ln_depth{depth}_cifar10_8px_cpu", model="mlp", dataset="cifar10",
             model_kwargs=dict(width=256, layer_norm=True),
             data_kwargs=dict(max_test=2000, image_size=8), methods=["backprop", "greedy", "chunked-2"],
@@ -201,9 +202,12 @@ _MODULES = {
         # as that grid, so depth 4 is its points, copied. Backprop's seed-0 runs at 4 layers are in
         # the regime from 256 to 512 (1.08-1.18x per doubling under every rule and target) and not
         # from 128 to 256 (1.21-1.30x): the high-compute end and the doubling that checks it
-        "cpu": dict(depths=[2, 4, 8], depth_key="n_layers", reuse=["transformer-lm"],
-                    # the headline's, so depth 4 is its points
-                    extra_lrs={4: {"backprop@256": [1e-2], "greedy@256": [1e-2], "greedy@512": [1e-2]}},
+        "cpu": dict(depths=[2, 4, 8], depth_key="n_layers", reuse=["transformer-lm"], per_depth={
+                    # two layers in two chunks are greedy's two modules: chunked-2 would train greedy's
+                    # run again, bit for bit (the series reads greedy's run for it there)
+                    2: dict(methods=["backprop", "greedy"]),
+                    # the headline's extra rates, so depth 4 is its points
+                    4: dict(extra_lrs={"backprop@256": [1e-2], "greedy@256": [1e-2], "greedy@512": [1e-2]})},
                     grid=dict(
             name="transformer_lm_layers{depth}_stdlib_cpu", model="transformer", dataset="text",
             model_kwargs=dict(d_model=64, n_heads=4), data_kwargs=dict(seq_len=64, **STDLIB_TEXT),
