@@ -220,7 +220,7 @@ def run_sweep_command(args) -> int:
     failed = 0
     for grid in grids:
         store = Path(args.results) / store_name(grid, args.data_dir)
-        left = remaining_line(grid, store, max(1, args.workers))
+        left = remaining_line(grid, store, max(1, args.workers), like=reuse)
         print(f"{cost_line(grid)}\n  {progress_line(grid, store, reuse)}" + (f"\n  {left}" if left else ""),
               file=sys.stdout if args.status else sys.stderr, flush=True)
         if args.status:

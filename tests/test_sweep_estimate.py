@@ -158,6 +158,35 @@ def test_a_resumed_sweep_says_how_long_its_pending_points_will_take(tmp_path):
     assert sweep.remaining_estimate(grid, root) is None and sweep.remaining_line(grid, root) is None   # complete
 
 
+def test_a_grid_with_no_runs_yet_is_costed_by_a_like_store_less_the_points_it_will_copy(tmp_path):
+    base = dict(model="mlp", dataset="digits", methods=["backprop", "greedy"], lrs=[1e-2], steps=4, eval_examples=50)
+    done = sweep.Grid(name="done", batch_sizes=[16], model_kwargs=dict(depth=2, width=16), **base)
+    sweep.run_sweep(done, tmp_path / "done", progress=False, threads=1)
+    # another depth: no point in common, costed at done's seconds per FLOP times its own FLOPs per example
+    deeper = sweep.Grid(name="deeper", batch_sizes=[16, 32], model_kwargs=dict(depth=4, width=16), **base)
+    root = tmp_path / "deeper"
+    sweep.open_store(root, deeper)
+    assert sweep.remaining_estimate(deeper, root) is None               # no run of its own, none like it
+    left = sweep.remaining_estimate(deeper, root, like=[tmp_path / "nowhere", tmp_path / "done"])
+    assert len(left) == 4 and left.attrs["source"] == tmp_path / "done"
+    shape, classes = sweep.example_shape(done)
+    theirs, mine = (sweep.grid_flops(g, shape, classes)["per_example"] for g in (done, deeper))
+    assert mine["greedy"] > 1.5 * theirs["greedy"]
+    runs = sweep.load_results(tmp_path / "done").groupby("point_id").last()
+    per_flop = (runs.wall_time / runs.examples / runs.method.map(theirs)).median()
+    for row in left.itertuples():
+        assert row.expected_s == pytest.approx(per_flop * mine[row.method] * 4 * row.batch_size)
+    line = sweep.remaining_line(deeper, root, workers=1, like=[tmp_path / "done"])
+    assert line.startswith(f"about {left.expected_s.sum() / 3600:.1f} h left") and \
+        "from the runs of done (none of this grid saved yet)" in line
+    # the same net at more batch sizes: the points done holds are copied, not costed
+    more = sweep.Grid(name="more", batch_sizes=[16, 32], model_kwargs=dict(depth=2, width=16), **base)
+    left = sweep.remaining_estimate(more, tmp_path / "more", like=[tmp_path / "done"])
+    assert set(left.batch_size) == {32} and len(left) == 2
+    sweep.run_sweep(more, tmp_path / "more", progress=False, threads=1, reuse=[tmp_path / "done"])
+    assert sweep.remaining_estimate(more, tmp_path / "more", like=[tmp_path / "done"]) is None
+
+
 def test_the_cost_line_counts_a_methods_own_extra_learning_rates():
     grid = sweep.Grid(name="g", model="mlp", dataset="digits", methods=["backprop", "greedy"], batch_sizes=[16, 64],
                       lrs=[1e-3], steps=5, model_kwargs=dict(depth=2, width=16), extra_lrs={"greedy@16": [1e-2]})

@@ -13,7 +13,9 @@ them), so the estimate of a point is ``seconds per example x examples``:
   ``stop_loss`` costs.
 
 Once a sweep has saved points, :func:`remaining_line` estimates what is left of it from those
-points alone (seconds per FLOP, so a method not yet run is costed by its FLOPs per example).
+points alone (seconds per FLOP, so a method not yet run is costed by its FLOPs per example); a
+grid with none yet can be costed by the runs of a store of the same model and data (a depth
+series' other depth).
 
 Before a pilot exists, :func:`measure_rates` times a few training steps of every (method, batch
 size) of a grid on this machine (no evaluations); ``time_estimate(grid, rates=...)`` then gives
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -31,7 +34,7 @@ import torch
 
 from .. import train
 from .grid import Grid, example_shape, grid_flops
-from .store import finished_ids, load_results
+from .store import finished_ids, load_grid, load_results
 
 
 def _interp_log(xs, ys, x: float) -> float:
@@ -131,16 +134,18 @@ def estimate_line(grid: Grid, pilot: pd.DataFrame | None = None, workers: int = 
             f"from {source} seconds per example and examples to loss {grid.stop_loss}")
 
 
-def saved_rates(grid: Grid, records: pd.DataFrame, per_example_flops: dict) -> pd.DataFrame:
+def saved_rates(grid: Grid, records: pd.DataFrame, per_example_flops: dict, run_flops: dict | None = None
+                ) -> pd.DataFrame:
     """:func:`time_estimate`'s ``rates`` for every method of ``grid`` from a store's saved runs
     (``records``): seconds per example = the saved runs' median seconds per FLOP at that batch
-    size x the method's FLOPs per example (``per_example_flops``); examples to ``stop_loss`` =
+    size x the method's FLOPs per example (``per_example_flops``; ``run_flops``: those of the
+    grid the runs belong to, where it is another, e.g. another depth); examples to ``stop_loss`` =
     the method's own saved runs at that batch size; where it has none that reached it, the
     median over the methods that did, times the method's own median ratio to that median at the
     batch sizes where it has some (examples to a loss grow with the batch size, so a method run
     only at small batches is not taken to need as few at large ones; an estimate, not a bound)."""
     runs = pilot_rates(records, grid.stop_loss)
-    runs["s_per_flop"] = runs.s_per_example / runs.method.map(per_example_flops)
+    runs["s_per_flop"] = runs.s_per_example / runs.method.map(run_flops or per_example_flops)
     by_batch = runs.groupby("batch_size").agg(s_per_flop=("s_per_flop", "median"),
                                               examples_to_stop=("examples_to_stop", "median"))
     rows = []
@@ -154,30 +159,47 @@ def saved_rates(grid: Grid, records: pd.DataFrame, per_example_flops: dict) -> p
     return pd.DataFrame(rows)
 
 
-def remaining_estimate(grid: Grid, root) -> pd.DataFrame | None:
-    """:func:`time_estimate`'s rows for the points of ``grid`` not yet saved in the store at
-    ``root``, from the store's own saved runs (:func:`saved_rates`). None before the store holds
-    a run of the grid, once it holds them all, or when its runs evaluate no training subset."""
+def remaining_estimate(grid: Grid, root, like=()) -> pd.DataFrame | None:
+    """:func:`time_estimate`'s rows for the points of ``grid`` still to train into the store at
+    ``root`` (not saved there, nor held by a store of ``like`` to be copied), from the store's
+    own saved runs (:func:`saved_rates`). ``like``: stores of the same model and data (a depth
+    series' sources) whose runs cost the grid, in order, while its own store holds none (their
+    seconds per FLOP carry over; their examples to the stop loss are a guess for another
+    depth). ``attrs["source"]``: the store the rates came from. None when nothing is left to
+    train, when no store has a run to go by, or when the runs evaluate no training subset."""
     ids = {p["point_id"] for p in grid.points()}
     saved = finished_ids(root) & ids
-    if not saved or not saved < ids:
-        return None
-    records = load_results(root)
-    records = records[records.point_id.isin(saved)]
-    if grid.stop_loss is not None and "train_eval_loss" not in records:
+    pending = ids - saved - set().union(*(finished_ids(r) for r in like))
+    if not pending:
         return None
     shape, classes = example_shape(grid)
-    est = time_estimate(grid, rates=saved_rates(grid, records, grid_flops(grid, shape, classes)["per_example"]))
-    return est[~est.point_id.isin(saved)].reset_index(drop=True)
+    flops = grid_flops(grid, shape, classes)["per_example"]
+    if saved:
+        source, records, run_flops = root, load_results(root), flops
+        records = records[records.point_id.isin(saved)]
+    else:
+        source = next((r for r in like if finished_ids(r)), None)
+        if source is None:
+            return None
+        records, other = load_results(source), load_grid(source)
+        run_flops = grid_flops(other, *example_shape(other))["per_example"]
+    if grid.stop_loss is not None and "train_eval_loss" not in records:
+        return None
+    est = time_estimate(grid, rates=saved_rates(grid, records, flops, run_flops))
+    est = est[est.point_id.isin(pending)].reset_index(drop=True)
+    est.attrs["source"] = source
+    return est
 
 
-def remaining_line(grid: Grid, root, workers: int = 1) -> str | None:
+def remaining_line(grid: Grid, root, workers: int = 1, like=()) -> str | None:
     """One line for the console when a sweep resumes: about how long its pending points will take
     on ``workers``, and at most (every run at its step cap) (:func:`remaining_estimate`)."""
-    est = remaining_estimate(grid, root)
+    est = remaining_estimate(grid, root, like)
     if est is None:
         return None
     hours = lambda s: s / 3600 / max(1, workers)  # noqa: E731
+    runs = ("the saved runs'" if est.attrs["source"] == root
+            else f"the runs of {Path(est.attrs['source']).name} (none of this grid saved yet):")
     return (f"about {hours(est.expected_s.sum()):.1f} h left on {workers} worker(s), at most "
-            f"{hours(est.bound_s.sum()):.1f} h, from the saved runs' seconds per FLOP"
+            f"{hours(est.bound_s.sum()):.1f} h, from {runs} seconds per FLOP"
             + (f" and examples to loss {grid.stop_loss:g}" if grid.stop_loss is not None else ""))
