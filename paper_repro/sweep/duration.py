@@ -172,19 +172,17 @@ def remaining_estimate(grid: Grid, root, like=()) -> pd.DataFrame | None:
     pending = ids - saved - set().union(*(finished_ids(r) for r in like))
     if not pending:
         return None
-    shape, classes = example_shape(grid)
-    flops = grid_flops(grid, shape, classes)["per_example"]
+    source = root if saved else next((r for r in like if finished_ids(r)), None)
+    if source is None:
+        return None
+    records = load_results(source)
     if saved:
-        source, records, run_flops = root, load_results(root), flops
         records = records[records.point_id.isin(saved)]
-    else:
-        source = next((r for r in like if finished_ids(r)), None)
-        if source is None:
-            return None
-        records, other = load_results(source), load_grid(source)
-        run_flops = grid_flops(other, *example_shape(other))["per_example"]
     if grid.stop_loss is not None and "train_eval_loss" not in records:
         return None
+    flops = grid_flops(grid, *example_shape(grid))["per_example"]
+    other = grid if saved else load_grid(source)
+    run_flops = flops if saved else grid_flops(other, *example_shape(other))["per_example"]
     est = time_estimate(grid, rates=saved_rates(grid, records, flops, run_flops))
     est = est[est.point_id.isin(pending)].reset_index(drop=True)
     est.attrs["source"] = source
