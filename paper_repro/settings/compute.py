@@ -102,14 +102,15 @@ _GRIDS = {
         # greedy's at every batch 16-512 too (3072 against 4096 at 1e-3; 1792 against 2688; 1184 against 1728;
         # 832 against 1248; 624, where 1e-3 did not reach 1.6; 492 against 764); overlapping's at 16-512
         # too (2560 against 3456; 1536 against 1920; 896 against 1312; 640 against 976; 496 against 768;
-        # 412, where 3e-4 did not reach 1.6); chunked-2's at 16-256 too (2560 against 3072; 1408 against
-        # 1792; 896 against 1184; 624 against 848; 488 against 672)
+        # 412, where 3e-4 did not reach 1.6); chunked-2's at 16-512 too (2560 against 3072; 1408 against
+        # 1792; 896 against 1184; 624 against 848; 488 against 672; 468 against 548)
         extra_lrs={"backprop@128": [1e-2], "backprop@256": [1e-2], "greedy@16": [1e-2], "greedy@32": [1e-2],
                    "greedy@64": [1e-2], "greedy@128": [1e-2], "greedy@256": [1e-2], "greedy@512": [1e-2],
                    "overlapping@16": [1e-2], "overlapping@32": [1e-2],
                    "overlapping@64": [1e-2], "overlapping@128": [1e-2], "overlapping@256": [1e-2],
                    "overlapping@512": [1e-2], "chunked-2@16": [1e-2], "chunked-2@32": [1e-2],
-                   "chunked-2@64": [1e-2], "chunked-2@128": [1e-2], "chunked-2@256": [1e-2]},
+                   "chunked-2@64": [1e-2], "chunked-2@128": [1e-2], "chunked-2@256": [1e-2],
+                   "chunked-2@512": [1e-2]},
         eval_every_examples=2048, train_eval_examples=512, stop_loss=1.6, stop_overshoot=0.25, eval_examples=1024,
         description=f"4-layer d=64 pre-LN Transformer LM on 64-byte windows of {_STDLIB_NAME}, batches of "
                     "16-512 windows (1024-32768 bytes); each run stops 25% past training-subset loss 1.6 (in "
@@ -212,7 +213,7 @@ _MODULES = {
                     2: dict(methods=["backprop", "greedy"]),
                     # the headline's extra rates, so depth 4 is its points
                     4: dict(extra_lrs={"backprop@256": [1e-2], "greedy@256": [1e-2], "greedy@512": [1e-2],
-                                       "chunked-2@256": [1e-2]})},
+                                       "chunked-2@256": [1e-2], "chunked-2@512": [1e-2]})},
                     grid=dict(
             name="transformer_lm_layers{depth}_stdlib_cpu", model="transformer", dataset="text",
             model_kwargs=dict(d_model=64, n_heads=4), data_kwargs=dict(seq_len=64, **STDLIB_TEXT),
