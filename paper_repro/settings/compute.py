@@ -98,14 +98,8 @@ _GRIDS = {
         # 512 replaces 8 (8-32 scale near perfectly; the batch-8 runs stay in the store)
         methods=["backprop", "greedy", "overlapping", "chunked-2"], batch_sizes=pow2(4, 9),
         lrs=[3e-4, 1e-3, 3e-3], seeds=[0, 1], steps=20000, examples=163_840, min_steps=800,
-        # backprop's seed-0 best at 128 and 256 was 3e-3 (steps to 1.6: 752 against 816 at 1e-3; 584 against 640);
-        # at 64 its best over both seeds is 3e-3 (median 1120 against 1152; seed 0 alone preferred 1e-3, 1152 against
-        # 1184), so 1e-2 is read there too: seed 0's run from the first grid (no 1.6 in 2560 steps) is that point;
-        # greedy's at every batch 16-512 too (3072 against 4096 at 1e-3; 1792 against 2688; 1184 against 1728;
-        # 832 against 1248; 624, where 1e-3 did not reach 1.6; 492 against 764); overlapping's at 16-512
-        # too (2560 against 3456; 1536 against 1920; 896 against 1312; 640 against 976; 496 against 768;
-        # 412, where 3e-4 did not reach 1.6); chunked-2's at 16-512 too (2560 against 3072; 1408 against
-        # 1792; 896 against 1184; 624 against 848; 488 against 672; 468 against 548)
+        # 1e-2 where a method's best over the seeds run so far sat at 3e-3, the grid's top: the steps
+        # that decided each are in docs/compute_efficiency.md (the Transformer LM study's edges)
         extra_lrs={"backprop@64": [1e-2], "backprop@128": [1e-2], "backprop@256": [1e-2],
                    "greedy@16": [1e-2], "greedy@32": [1e-2], "greedy@64": [1e-2], "greedy@128": [1e-2],
                    "greedy@256": [1e-2], "greedy@512": [1e-2],
