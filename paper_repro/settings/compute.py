@@ -26,6 +26,21 @@ def loggrid(lo: float, hi: float, n: int) -> list[float]:
     return [float(f"{v:.3g}") for v in np.geomspace(lo, hi, n)]
 
 
+# transformer-lm cpu: 1e-2 where a method's best over the seeds run so far sat at 3e-3, the grid's
+# top ("method@batch"); the steps that decided each are in docs/compute_efficiency.md (the
+# Transformer LM study's edges). The depth series' 4 layers take the ones at its batches and methods.
+_LM_EXTRA_LRS = {
+    "backprop@64": [1e-2], "backprop@128": [1e-2], "backprop@256": [1e-2],
+    **{f"{method}@{batch}": [1e-2] for method in LOCAL for batch in pow2(4, 9)},
+}
+
+
+def _extra_lrs_at(extra: dict, methods: list[str], batch_sizes: list[int]) -> dict:
+    """The entries of ``extra`` ("method@batch") whose method and batch size are in the lists."""
+    return {key: lrs for key, lrs in extra.items()
+            if key.split("@")[0] in methods and int(key.split("@")[1]) in batch_sizes}
+
+
 # --------------------------------------------------------------- compute-efficiency sweeps
 _GRIDS = {
     # ---------------------------------------------------------------- quick (nbval)
@@ -98,16 +113,7 @@ _GRIDS = {
         # 512 replaces 8 (8-32 scale near perfectly; the batch-8 runs stay in the store)
         methods=["backprop", "greedy", "overlapping", "chunked-2"], batch_sizes=pow2(4, 9),
         lrs=[3e-4, 1e-3, 3e-3], seeds=[0, 1], steps=20000, examples=163_840, min_steps=800,
-        # 1e-2 where a method's best over the seeds run so far sat at 3e-3, the grid's top: the steps
-        # that decided each are in docs/compute_efficiency.md (the Transformer LM study's edges)
-        extra_lrs={"backprop@64": [1e-2], "backprop@128": [1e-2], "backprop@256": [1e-2],
-                   "greedy@16": [1e-2], "greedy@32": [1e-2], "greedy@64": [1e-2], "greedy@128": [1e-2],
-                   "greedy@256": [1e-2], "greedy@512": [1e-2],
-                   "overlapping@16": [1e-2], "overlapping@32": [1e-2],
-                   "overlapping@64": [1e-2], "overlapping@128": [1e-2], "overlapping@256": [1e-2],
-                   "overlapping@512": [1e-2], "chunked-2@16": [1e-2], "chunked-2@32": [1e-2],
-                   "chunked-2@64": [1e-2], "chunked-2@128": [1e-2], "chunked-2@256": [1e-2],
-                   "chunked-2@512": [1e-2]},
+        extra_lrs=_LM_EXTRA_LRS,
         eval_every_examples=2048, train_eval_examples=512, stop_loss=1.6, stop_overshoot=0.25, eval_examples=1024,
         description=f"4-layer d=64 pre-LN Transformer LM on 64-byte windows of {_STDLIB_NAME}, batches of "
                     "16-512 windows (1024-32768 bytes); each run stops 25% past training-subset loss 1.6 (in "
@@ -209,8 +215,8 @@ _MODULES = {
                     # run again, bit for bit (the series reads greedy's run for it there)
                     2: dict(methods=["backprop", "greedy"]),
                     # the headline's extra rates, so depth 4 is its points
-                    4: dict(extra_lrs={"backprop@256": [1e-2], "greedy@256": [1e-2], "greedy@512": [1e-2],
-                                       "chunked-2@256": [1e-2], "chunked-2@512": [1e-2]})},
+                    4: dict(extra_lrs=_extra_lrs_at(_LM_EXTRA_LRS, ["backprop", "greedy", "chunked-2"],
+                                                     [256, 512]))},
                     grid=dict(
             name="transformer_lm_layers{depth}_stdlib_cpu", model="transformer", dataset="text",
             model_kwargs=dict(d_model=64, n_heads=4), data_kwargs=dict(seq_len=64, **STDLIB_TEXT),
