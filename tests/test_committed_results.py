@@ -60,12 +60,6 @@ def test_the_store_is_complete_and_its_tables_are_what_its_points_give(deep, mod
     _same(_kept("regime_by_depth"), modules.regime, ["depth", "rule", "target"])
 
 
-def _e(value: float) -> str:
-    """3.2e12 for 3.196e12."""
-    exp = math.floor(math.log10(value))
-    return f"{value / 10 ** exp:.1f}e{exp}"
-
-
 def _study_quotes(study, locals_: list[str], lead: str = "greedy") -> list[str]:
     """The phrases of a compute study's README row that carry its readings at its lowest target:
     every local method's high-compute speedup (median [range over seeds] (critical-path ratio)),
