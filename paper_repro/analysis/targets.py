@@ -80,23 +80,22 @@ def time_to_target(df: pd.DataFrame, targets, rule: str = "eval") -> pd.DataFram
 def over_seeds(ttt: pd.DataFrame) -> pd.DataFrame:
     """Median over seeds per (method, batch size, lr, target), with min / max of ``time`` and
     ``step`` over the seeds that reached it and ``seeds`` / ``seeds_reached`` counts."""
-    _check_columns(ttt, (*CONFIG_KEYS, "target", "reached", "step", "examples", "compute", "time"))
-    rows = []
-    for key, group in ttt.groupby([*CONFIG_KEYS, "target"], sort=True):
-        row = dict(zip((*CONFIG_KEYS, "target"), key))
-        ok = group["reached"].astype(bool)
-        for col in ("step", "examples", "compute", "time"):
-            values = np.where(ok, group[col].to_numpy(dtype=float), np.inf)
-            med = float(np.median(values))
-            row[col] = med if math.isfinite(med) else math.nan
-        row["reached"] = math.isfinite(row["time"])
-        reached = group[ok]
-        for col in ("time", "step"):
-            row[f"{col}_min"] = float(reached[col].min()) if len(reached) else math.nan
-            row[f"{col}_max"] = float(reached[col].max()) if len(reached) else math.nan
-        row["seeds"], row["seeds_reached"] = len(group), int(ok.sum())
-        rows.append(row)
-    return pd.DataFrame(rows)
+    keys = [*CONFIG_KEYS, "target"]
+    _check_columns(ttt, (*keys, "reached", "step", "examples", "compute", "time"))
+    ok = ttt["reached"].astype(bool).to_numpy()
+    cols = ["step", "examples", "compute", "time"]
+    # an unreached seed counts as infinitely late: the median is finite only if most seeds reached
+    late = pd.DataFrame({c: np.where(ok, ttt[c].to_numpy(dtype=float), np.inf) for c in cols}, index=ttt.index)
+    by = [ttt[k] for k in keys]
+    out = late.groupby(by, sort=True).median().replace(np.inf, np.nan)
+    out["reached"] = out["time"].notna()
+    reached = ttt.loc[ok, ["time", "step"]].astype(float).groupby([k[ok] for k in by], sort=True)
+    for col in ("time", "step"):
+        out[f"{col}_min"] = reached[col].min().reindex(out.index)
+        out[f"{col}_max"] = reached[col].max().reindex(out.index)
+    out["seeds"] = late.groupby(by, sort=True).size()
+    out["seeds_reached"] = pd.Series(ok.astype(int), index=ttt.index).groupby(by, sort=True).sum()
+    return out.reset_index()
 
 def suggest_targets(df: pd.DataFrame, n: int = 3, rule: str = "eval", fractions=(0.4, 0.2, 0.05)) -> list[float]:
     """``n`` targets every method reaches on at least one point under ``rule``:
