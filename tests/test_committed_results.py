@@ -1,5 +1,5 @@
-"""The README's MLP row against the committed deep-MLP and modules stores: the tables kept beside
-the points are what the points give, and every number the row quotes is recomputed here from the
+"""The README's MLP and Transformer LM rows against their committed stores: the tables kept beside
+the points are what the points give, and every number a row quotes is recomputed here from the
 points by the package (median [range over seeds])."""
 import math
 import re
@@ -15,6 +15,9 @@ STORE = ROOT / "results" / "mlp_deep_ln_cifar10_8px_cpu"
 # numbers of the setting, not measurements: the net (10x256), the data (CIFAR-10, 8 px), the machine
 # (CPU x2) and the paper's claim (up to 10x)
 SETTING = {"10", "256", "8", "2"}
+LM_STORE = ROOT / "results" / "transformer_lm_stdlib_cpu"
+# the LM's setting: 4 layers, d=64, 64-byte windows, CPU x2, the paper's up to 2x
+LM_SETTING = {"4", "64", "2"}
 
 
 @pytest.fixture(scope="module")
@@ -23,17 +26,22 @@ def deep():
 
 
 @pytest.fixture(scope="module")
+def lm():
+    return studies.compute_study("transformer-lm", "cpu", results_dir=ROOT / "results", train_missing=False)
+
+
+@pytest.fixture(scope="module")
 def modules():
     return studies.modules_study("cpu", results_dir=ROOT / "results", train_missing=False)
 
 
-def _mlp_row() -> str:
+def _row(claim: str) -> str:
     return next(line for line in (ROOT / "README.md").read_text().splitlines()
-                if line.startswith("| [Speedup at equal compute, MLP]"))
+                if line.startswith(f"| [Speedup at equal compute, {claim}]"))
 
 
-def _kept(name: str) -> pd.DataFrame:
-    return pd.read_csv(STORE / f"{name}.csv")
+def _kept(name: str, store: Path = STORE) -> pd.DataFrame:
+    return pd.read_csv(store / f"{name}.csv")
 
 
 def _same(kept: pd.DataFrame, recomputed: pd.DataFrame, keys) -> None:
@@ -110,19 +118,42 @@ def _numbers(text: str) -> list[str]:
     return re.findall(r"\d+(?:\.\d+)?(?:e\d+)?", text)
 
 
-def test_every_number_in_the_readme_mlp_row_is_recomputed_from_the_points(deep, modules):
-    row = _mlp_row()
-    assert "mlp_deep_ln_cifar10_8px_cpu/verdict.csv" in row and "critical-path ratio" in row
-    quotes = _quotes(deep, modules)
+def _assert_row_quotes(row: str, quotes: list[str], setting: set[str]) -> None:
+    """Every quote is in the row, and every number of the row is a quote's or the setting's."""
+    assert "critical-path ratio" in row
     missing = [q for q in quotes if q not in row]
     assert not missing, missing
-    recomputed = {n for q in quotes for n in _numbers(q)} | SETTING
+    recomputed = {n for q in quotes for n in _numbers(q)} | setting
     unexplained = [n for n in _numbers(row) if n not in recomputed]
-    assert not unexplained, f"the README MLP row quotes numbers no test recomputes: {unexplained}"
+    assert not unexplained, f"the README row quotes numbers no test recomputes: {unexplained}"
+
+
+def test_every_number_in_the_readme_mlp_row_is_recomputed_from_the_points(deep, modules):
+    row = _row("MLP")
+    assert "mlp_deep_ln_cifar10_8px_cpu/verdict.csv" in row
+    _assert_row_quotes(row, _quotes(deep, modules), SETTING)
     assert "**no, 10x not reached in the high-compute regime**" in row
 
 
-@pytest.mark.parametrize("study", ["mlp", "mlp-deep", "transformer", "resnet"])
+def test_the_transformer_lm_store_is_complete_and_its_tables_are_what_its_points_give(lm):
+    grid = settings.compute_grid("transformer-lm", "cpu")
+    assert {p["point_id"] for p in grid.points()} <= set(lm.records.point_id) and lm.records.seed.nunique() >= 2
+    cols = ["method", "target", "high_compute_speedup", "high_compute_speedup_lo", "high_compute_speedup_hi"]
+    _same(_kept("headline", LM_STORE)[cols], lm.tables.headline[cols], cols[:2])
+    _same(_kept("verdict", LM_STORE), lm.verdict(), ["method", "target"])
+    _same(_kept("step_ratio", LM_STORE), lm.step_ratio(), ["method", "target", "batch_size"])
+    _same(_kept("regime_by_rule", LM_STORE), lm.regime(), ["rule", "target"])
+    _same(_kept("cost", LM_STORE), analysis.cost_table(lm.records).reset_index(), ["method"])
+
+
+def test_every_number_in_the_readme_transformer_lm_row_is_recomputed_from_the_points(lm):
+    row = _row("Transformer LM")
+    assert "transformer_lm_stdlib_cpu/verdict.csv" in row
+    _assert_row_quotes(row, _study_quotes(lm, ["greedy", "overlapping", "chunked-2"]), LM_SETTING)
+    assert "**yes: 2x reached" in row
+
+
+@pytest.mark.parametrize("study", ["mlp", "mlp-deep", "transformer", "transformer-lm", "resnet"])
 def test_each_committed_headline_is_read_at_the_targets_the_settings_name(study):
     """Notebook 01 at the cpu profile writes the store's tables again at the settings' targets:
     they must be the targets the committed tables (and the README's numbers) were read at."""
