@@ -144,6 +144,7 @@ def test_the_transformer_lm_store_is_complete_and_its_tables_are_what_its_points
     _same(_kept("step_ratio", LM_STORE), lm.step_ratio(), ["method", "target", "batch_size"])
     _same(_kept("regime_by_rule", LM_STORE), lm.regime(), ["rule", "target"])
     _same(_kept("cost", LM_STORE), analysis.cost_table(lm.records).reset_index(), ["method"])
+    _same(_kept("sensitivity", LM_STORE), lm.sensitivity(), ["rule", "method", "target"])
 
 
 def test_every_number_in_the_readme_transformer_lm_row_is_recomputed_from_the_points(lm):
