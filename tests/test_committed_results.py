@@ -137,7 +137,8 @@ def test_every_number_in_the_readme_mlp_row_is_recomputed_from_the_points(deep, 
 
 def test_the_transformer_lm_store_is_complete_and_its_tables_are_what_its_points_give(lm):
     grid = settings.compute_grid("transformer-lm", "cpu")
-    assert {p["point_id"] for p in grid.points()} <= set(lm.records.point_id) and lm.records.seed.nunique() >= 2
+    # the runs beyond the grid that the store keeps (an earlier grid's) are not read
+    assert {p["point_id"] for p in grid.points()} == set(lm.records.point_id) and lm.records.seed.nunique() >= 2
     cols = ["method", "target", "high_compute_speedup", "high_compute_speedup_lo", "high_compute_speedup_hi"]
     _same(_kept("headline", LM_STORE)[cols], lm.tables.headline[cols], cols[:2])
     _same(_kept("verdict", LM_STORE), lm.verdict(), ["method", "target"])
