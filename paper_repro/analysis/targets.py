@@ -87,13 +87,14 @@ def over_seeds(ttt: pd.DataFrame) -> pd.DataFrame:
     # an unreached seed counts as infinitely late: the median is finite only if most seeds reached
     late = pd.DataFrame({c: np.where(ok, ttt[c].to_numpy(dtype=float), np.inf) for c in cols}, index=ttt.index)
     by = [ttt[k] for k in keys]
-    out = late.groupby(by, sort=True).median().replace(np.inf, np.nan)
+    groups = late.groupby(by, sort=True)
+    out = groups.median().replace(np.inf, np.nan)
     out["reached"] = out["time"].notna()
     reached = ttt.loc[ok, ["time", "step"]].astype(float).groupby([k[ok] for k in by], sort=True)
     for col in ("time", "step"):
         out[f"{col}_min"] = reached[col].min().reindex(out.index)
         out[f"{col}_max"] = reached[col].max().reindex(out.index)
-    out["seeds"] = late.groupby(by, sort=True).size()
+    out["seeds"] = groups.size()
     out["seeds_reached"] = pd.Series(ok.astype(int), index=ttt.index).groupby(by, sort=True).sum()
     return out.reset_index()
 
